@@ -1,0 +1,34 @@
+# Everything runs through uv and the committed uv.lock. uv itself is bootstrapped from PyPI
+# into .tools/ when the machine does not have it.
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+RUN := $(UV) run --frozen
+export UV_COMPILE_BYTECODE := 1
+
+.PHONY: install test lint demo dev bench clean
+
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv
+
+.venv/.synced: uv.lock pyproject.toml | $(UV)
+	$(UV) sync --frozen
+	touch $@
+
+install: .venv/.synced ## Install the locked dependencies into .venv
+
+lint: install ## ruff, and the Dagster definitions load
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+test: lint ## The whole test suite
+	$(RUN) pytest
+
+demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster UI
+	$(RUN) ductwork demo
+
+dev: install ## The Dagster UI on DUCTWORK_HOME's instance
+	$(RUN) ductwork dev
+
+clean:
+	rm -rf .venv .tools .ductwork .pytest_cache .ruff_cache

@@ -1,0 +1,61 @@
+"""What every API-ingest asset shares: running a read, failing clearly, reporting its cost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import dagster as dg
+
+from pipelines.resources import UpstreamResource
+from pipelines.upstream_client import RequestStats, UpstreamAuthError, UpstreamClient
+
+T = TypeVar("T")
+
+# On top of the client's per-request retries: a whole asset retried after a pause.
+INGEST_RETRY = dg.RetryPolicy(
+    max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.FULL
+)
+OWNERS = ["team:data-platform"]
+# Assets that write the warehouse run one at a time: DuckDB allows a single writer.
+WAREHOUSE_POOL = "duckdb_warehouse"
+
+
+@dataclass(frozen=True)
+class Fetched(Generic[T]):
+    """The result of a read with what it cost."""
+
+    value: T
+    stats: RequestStats
+    seconds: float
+
+
+def fetch(upstream: UpstreamResource, read: Callable[[UpstreamClient], Awaitable[T]]) -> Fetched[T]:
+    """Run an async read against the upstream on a fresh client and event loop.
+
+    A rejected API key fails the asset at once, without Dagster's retries.
+    """
+
+    async def run() -> tuple[T, RequestStats]:
+        async with upstream.client() as client:
+            return await read(client), client.stats
+
+    started = time.perf_counter()
+    try:
+        value, stats = asyncio.run(run())
+    except UpstreamAuthError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    return Fetched(value, stats, time.perf_counter() - started)
+
+
+def run_metadata(fetched: Fetched[object], rows: int, **extra: float | int | str) -> dict:
+    """Numeric run metadata: row count, requests, retries, 429s, bytes, duration."""
+    return {
+        "dagster/row_count": rows,
+        **fetched.stats.as_metadata(),
+        "duration_s": round(fetched.seconds, 3),
+        **extra,
+    }

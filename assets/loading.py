@@ -1,0 +1,111 @@
+"""Writing fetched records into the warehouse: typed columns plus the record's JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from ductwork.contract.encoding import dumps, parse_datetime
+from warehouse_sql import schema_sql
+
+Record = Mapping[str, Any]
+RowOf = Callable[[Record], dict[str, Any]]
+
+
+def timestamp_or_none(value: object) -> datetime | None:
+    """A contract date-time as a UTC datetime; anything else (absent, malformed) is None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_datetime(value)
+    except ValueError:
+        return None
+
+
+def text_or_none(value: object) -> str | None:
+    """A string member, or None when absent or of another type."""
+    return value if isinstance(value, str) else None
+
+
+def name_of(value: object) -> str | None:
+    """The ``name`` of a ``{"name": ...}`` member (series, family)."""
+    return text_or_none(value.get("name")) if isinstance(value, Mapping) else None
+
+
+def rows_table(
+    records: Iterable[Record], row_of: RowOf, schema: pa.Schema, synced_at: datetime | None = None
+) -> pa.Table:
+    """Build an Arrow table of typed rows; each row carries its record's JSON and sync time."""
+    moment = synced_at or datetime.now(UTC)
+    rows = []
+    for record in records:
+        row = row_of(record)
+        if "record" in schema.names:
+            row["record"] = dumps(record).decode()
+        if "synced_at" in schema.names:
+            row["synced_at"] = moment
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """New rows for a table, or for the slice of it that ``where`` selects.
+
+    ``table`` and ``where`` are identifiers and predicates written in this codebase, never
+    values from the upstream; values travel in ``params`` or inside the Arrow table.
+    """
+
+    table: str
+    rows: pa.Table
+    where: str | None = None
+    params: Sequence[object] = ()
+
+
+def replace_rows(con: duckdb.DuckDBPyConnection, *replacements: Replacement) -> None:
+    """Apply replacements in one transaction: readers see all of them or none."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for index, item in enumerate(replacements):
+            view = f"incoming_rows_{index}"
+            con.register(view, item.rows)
+            if item.where is None:
+                con.execute(f"DELETE FROM {item.table}")
+            else:
+                con.execute(f"DELETE FROM {item.table} WHERE {item.where}", list(item.params))
+            con.execute(f"INSERT INTO {item.table} BY NAME SELECT * FROM {view}")
+            con.unregister(view)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
+def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to the warehouse with every table of the schema in place."""
+    with resource.get_connection() as con:
+        con.execute(schema_sql())
+        yield con
+
+
+def log_sync(
+    con: duckdb.DuckDBPyConnection,
+    stream: str,
+    rows_written: int,
+    reported_total: int | None,
+    requests: int,
+    retries: int,
+) -> None:
+    """Append one line to ``sync_log``."""
+    con.execute(
+        "INSERT INTO sync_log VALUES (?, ?, ?, ?, ?, ?)",
+        [stream, datetime.now(UTC), rows_written, reported_total, requests, retries],
+    )

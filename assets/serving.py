@@ -1,0 +1,40 @@
+"""The serving snapshot: the last step of every sync."""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from assets.catalog import CATALOG_ASSETS
+from assets.ingest import OWNERS, WAREHOUSE_POOL
+from assets.loading import open_warehouse
+from ductwork import snapshots
+from pipelines.resources import DataHome
+
+SYNCED_ASSETS: list[dg.AssetsDefinition] = [*CATALOG_ASSETS]
+
+
+@dg.asset(
+    group_name="serving",
+    kinds={"duckdb"},
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    deps=SYNCED_ASSETS,
+    description=(
+        "An immutable copy of the warehouse that the read API and analysts open read-only; "
+        "published atomically, so readers never see a half-finished sync."
+    ),
+)
+def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.MaterializeResult:
+    """Publish the warehouse as a new snapshot and make it current."""
+    with open_warehouse(warehouse) as con:
+        published = snapshots.publish(con, data_home.snapshots_dir)
+    removed = snapshots.prune(data_home.snapshots_dir)
+    return dg.MaterializeResult(
+        metadata={
+            "version": published.version,
+            "path": dg.MetadataValue.path(str(published.path)),
+            "size_bytes": published.path.stat().st_size,
+            "pruned": len(removed),
+        }
+    )

@@ -1,0 +1,1 @@
+"""ductwork: a complete, always-fresh mirror of the HVAC catalog, warehouse and CRM service."""

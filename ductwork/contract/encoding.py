@@ -1,0 +1,56 @@
+"""Wire encodings: SKU percent-encoding, date-times and JSON bytes."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def quote_sku(sku: str) -> str:
+    """Percent-encode a SKU for a path: everything outside RFC 3986's unreserved set, as UTF-8."""
+    return quote(sku, safe="")
+
+
+def format_datetime(moment: datetime) -> str:
+    """Render a date-time the contract's way: UTC, milliseconds, ``Z``."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def parse_datetime(text: str) -> datetime:
+    """Parse an RFC 3339 date-time with a time and an offset; raise ValueError otherwise.
+
+    Fractions longer than microseconds are truncated, which cannot change a strict
+    comparison against the millisecond timestamps the service emits.
+    """
+    match = _RFC3339.match(text)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 date-time with time and offset: {text!r}")
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    micro = int((fraction or "0")[:6].ljust(6, "0"))
+    zone = "+00:00" if offset in ("Z", "z") else offset
+    base = f"{year}-{month}-{day}T{hour}:{minute}:{second}.{micro:06d}{zone}"
+    return datetime.fromisoformat(base).astimezone(UTC)
+
+
+def normalise_datetime(text: str) -> str:
+    """Parse a date-time parameter and render it in the contract's response form."""
+    return format_datetime(parse_datetime(text))
+
+
+def dumps(value: Any) -> bytes:
+    """Serialise to compact UTF-8 JSON bytes (non-ASCII kept as is)."""
+    return orjson.dumps(value)
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON bytes or text."""
+    return orjson.loads(data)

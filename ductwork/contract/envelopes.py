@@ -1,0 +1,42 @@
+"""Success envelopes of each family, assembled from pre-serialised record JSON.
+
+Records are joined as bytes, never parsed and re-serialised per request: a 1,000-record page
+costs one join.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ductwork.contract.encoding import dumps
+
+
+def _array(records: Sequence[bytes]) -> bytes:
+    return b"[" + b",".join(records) + b"]"
+
+
+def product_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
+    """``{"success", "data": [...], "pagination", "errors"}`` of a product list."""
+    return (
+        b'{"success":true,"data":'
+        + _array(records)
+        + b',"pagination":'
+        + dumps(pagination)
+        + b',"errors":[]}'
+    )
+
+
+def product_lookup(record: bytes) -> bytes:
+    """``{"success", "data": {...}, "errors"}`` of a lookup (products, one pairing)."""
+    return b'{"success":true,"data":' + record + b',"errors":[]}'
+
+
+def pairing_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
+    """APIResponseV3 list: pagination embedded in ``data`` beside ``pairings``."""
+    return (
+        b'{"success":true,"data":{"pairings":'
+        + _array(records)
+        + b',"pagination":'
+        + dumps(pagination)
+        + b'},"errors":[]}'
+    )

@@ -1,0 +1,132 @@
+"""Settings from the environment (prefix ``DUCTWORK_``), grouped by the part that needs them.
+
+Each group is loaded where it is used, so a command only asks for what it needs, and a missing
+required setting is reported in one line that names the variable.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PREFIX = "DUCTWORK_"
+
+
+class SettingsError(RuntimeError):
+    """A setting is missing or malformed; the message names the environment variable."""
+
+
+class _Base(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore")
+
+
+class HomeSettings(_Base):
+    """Where ductwork keeps its data."""
+
+    home: Path = Field(
+        default=Path(".ductwork"),
+        description="Data folder: warehouse DuckDB, snapshots, API keys and the Dagster home.",
+    )
+
+    @field_validator("home")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @property
+    def warehouse_path(self) -> Path:
+        """The pipeline's working DuckDB file (only the pipeline opens it)."""
+        return self.home / "warehouse.duckdb"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        """Published, immutable DuckDB snapshots that the read API and analysts open."""
+        return self.home / "snapshots"
+
+    @property
+    def dagster_home(self) -> Path:
+        """The Dagster instance folder (run and event storage)."""
+        return self.home / "dagster"
+
+    @property
+    def keys_path(self) -> Path:
+        """Hashes of the read API's keys."""
+        return self.home / "api-keys.json"
+
+
+class UpstreamSettings(_Base):
+    """How to reach the upstream service (required by a sync)."""
+
+    upstream_url: str = Field(description="Base URL of the upstream service (required for sync).")
+    upstream_api_key: SecretStr = Field(
+        description="Bearer API key for the upstream (required for sync; never logged)."
+    )
+
+
+class UpstreamTuning(_Base):
+    """How hard a sync may press the upstream."""
+
+    upstream_concurrency: int = Field(
+        default=8, ge=1, le=64, description="Requests in flight to the upstream at most."
+    )
+    upstream_timeout_s: float = Field(
+        default=30.0, gt=0, description="Per-request timeout, seconds."
+    )
+    upstream_max_retries: int = Field(
+        default=6,
+        ge=0,
+        description="Retries of one request on 5xx and dropped connections (429 waits are separate).",
+    )
+
+
+class S3Settings(_Base):
+    """The object store that holds manuals and mirrored product images."""
+
+    s3_endpoint_url: str | None = Field(
+        default=None, description="S3-compatible endpoint; unset means AWS's default."
+    )
+    s3_bucket: str = Field(default="ductwork", description="Bucket of manuals and images.")
+    s3_region: str = Field(default="us-east-1", description="Region name given to boto3.")
+
+
+class ServeSettings(_Base):
+    """The read API."""
+
+    serve_host: str = Field(default="127.0.0.1", description="Address the read API binds.")
+    serve_port: int = Field(default=8080, description="Port the read API binds.")
+    serve_workers: int = Field(default=2, ge=1, description="uvicorn worker processes.")
+
+
+_S = TypeVar("_S", bound=BaseSettings)
+
+
+def load(kind: type[_S]) -> _S:
+    """Load one settings group, turning validation errors into a one-line SettingsError."""
+    try:
+        return kind()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = PREFIX + str(error["loc"][0]).upper()
+            reason = "is not set" if error["type"] == "missing" else error["msg"]
+            problems.append(f"{name} {reason}")
+        raise SettingsError("; ".join(problems)) from None
+
+
+@lru_cache
+def home() -> HomeSettings:
+    """The data-folder settings (cached: they do not change within a process)."""
+    return load(HomeSettings)
+
+
+ALL_GROUPS: tuple[type[BaseSettings], ...] = (
+    HomeSettings,
+    UpstreamSettings,
+    UpstreamTuning,
+    S3Settings,
+    ServeSettings,
+)

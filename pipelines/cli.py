@@ -1,0 +1,167 @@
+"""The ``ductwork`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
+from serve.api_keys import SCOPES, KeyStore
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["sandbox"]:
+        from sandbox.server import main as sandbox_main
+
+        return sandbox_main(args[1:]) or 0
+    parser = _parser()
+    options = parser.parse_args(args)
+    if options.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return options.run(options)
+    except SettingsError as exc:
+        print(f"ductwork: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ductwork", description="Mirror the HVAC service into DuckDB and serve it again."
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    sub.add_parser("sandbox", help="Start the sandbox upstream (see: ductwork sandbox --help).")
+
+    sync = sub.add_parser("sync", help="Sync from the upstream through Dagster, then publish.")
+    sync.add_argument(
+        "--select",
+        action="append",
+        metavar="ASSET",
+        help="Asset name or group:NAME; repeatable (default: everything).",
+    )
+    sync.add_argument("--no-publish", action="store_true", help="Do not publish a snapshot.")
+    sync.set_defaults(run=_sync)
+
+    serve = sub.add_parser("serve", help="Run the read API on the current snapshot.")
+    serve.add_argument("--host", default=None, help="Bind address (DUCTWORK_SERVE_HOST).")
+    serve.add_argument("--port", type=int, default=None, help="Port (DUCTWORK_SERVE_PORT).")
+    serve.add_argument("--workers", type=int, default=None, help="DUCTWORK_SERVE_WORKERS.")
+    serve.set_defaults(run=_serve)
+
+    keys = sub.add_parser("keys", help="Manage the read API's keys.")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="Issue a key; prints it as the last line.")
+    create.add_argument("name")
+    create.add_argument(
+        "--scope", action="append", choices=SCOPES, help="Repeatable; default: all scopes."
+    )
+    create.set_defaults(run=_keys_create)
+    keys_sub.add_parser("list", help="List keys (names, scopes, state).").set_defaults(
+        run=_keys_list
+    )
+    revoke = keys_sub.add_parser("revoke", help="Revoke every key of that name.")
+    revoke.add_argument("name")
+    revoke.set_defaults(run=_keys_revoke)
+
+    sql = sub.add_parser("sql", help="Run SQL on the current snapshot (read-only).")
+    sql.add_argument("query")
+    sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sql.set_defaults(run=_sql)
+
+    demo = sub.add_parser("demo", help="Sandbox upstream, full sync, read API and Dagster UI.")
+    demo.add_argument("--scale", default="small", choices=["small", "medium", "large"])
+    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--api-port", type=int, default=8080)
+    demo.add_argument("--ui-port", type=int, default=3000)
+    demo.add_argument("--sandbox-port", type=int, default=8900)
+    demo.add_argument("--no-ui", action="store_true", help="Skip the Dagster UI.")
+    demo.add_argument(
+        "--exit-after-sync", action="store_true", help="Stop once the API has answered."
+    )
+    demo.set_defaults(run=_demo)
+
+    dev = sub.add_parser("dev", help="The Dagster UI on the instance under DUCTWORK_HOME.")
+    dev.add_argument("--port", type=int, default=3000)
+    dev.set_defaults(run=_dev)
+    return parser
+
+
+def _sync(options: argparse.Namespace) -> int:
+    from pipelines.sync_command import run_sync
+
+    return 0 if run_sync(options.select, publish=not options.no_publish) else 1
+
+
+def _serve(options: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = load(ServeSettings)
+    load(HomeSettings)
+    uvicorn.run(
+        "serve.app:create_app",
+        factory=True,
+        host=options.host or settings.serve_host,
+        port=options.port or settings.serve_port,
+        workers=options.workers or settings.serve_workers,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+    )
+    return 0
+
+
+def _key_store() -> KeyStore:
+    return KeyStore(load(HomeSettings).keys_path)
+
+
+def _keys_create(options: argparse.Namespace) -> int:
+    key = _key_store().create(options.name, options.scope)
+    print(f"Created key {options.name!r}; it is shown once and stored only as a hash:")
+    print(key)
+    return 0
+
+
+def _keys_list(options: argparse.Namespace) -> int:
+    for entry in _key_store().entries():
+        state = "active" if entry.active else f"revoked {entry.revoked_at}"
+        print(f"{entry.name}\t{','.join(entry.scopes)}\t{entry.created_at}\t{state}")
+    return 0
+
+
+def _keys_revoke(options: argparse.Namespace) -> int:
+    revoked = _key_store().revoke(options.name)
+    print(f"revoked {revoked} key(s) named {options.name!r}")
+    return 0 if revoked else 1
+
+
+def _sql(options: argparse.Namespace) -> int:
+    from pipelines.analyst_sql import run_query
+
+    return run_query(options.query, options.format, load(HomeSettings).snapshots_dir)
+
+
+def _demo(options: argparse.Namespace) -> int:
+    from pipelines.demo import run_demo
+
+    return run_demo(options)
+
+
+def _dev(options: argparse.Namespace) -> int:
+    from pipelines.instance import prepare_dagster_home
+
+    prepare_dagster_home(load(HomeSettings).dagster_home)
+    command = ["dagster", "dev", "-w", "workspace.yaml", "-p", str(options.port)]
+    return subprocess.call(command, env=os.environ.copy())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

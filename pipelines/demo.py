@@ -1,0 +1,92 @@
+"""``ductwork demo``: the sandbox upstream, a full sync, the read API and the Dagster UI."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ductwork.contract import paths
+from ductwork.settings import HomeSettings, load
+from pipelines.instance import prepare_dagster_home
+from pipelines.processes import ProcessGroup, wait_until_answering
+from serve.api_keys import KeyStore
+
+HOST = "127.0.0.1"
+
+
+def _ductwork(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pipelines.cli", *args]
+
+
+def run_demo(options: argparse.Namespace) -> int:
+    """Run everything until interrupted (or until the API answered, with --exit-after-sync)."""
+    if "DUCTWORK_HOME" not in os.environ:
+        os.environ["DUCTWORK_HOME"] = str(Path(".ductwork/demo").resolve())
+    home = load(HomeSettings)
+    upstream_url = f"http://{HOST}:{options.sandbox_port}"
+    env = {
+        **os.environ,
+        "DUCTWORK_UPSTREAM_URL": upstream_url,
+        "DUCTWORK_UPSTREAM_API_KEY": "sandbox-" + secrets.token_urlsafe(16),
+        "DAGSTER_HOME": str(prepare_dagster_home(home.dagster_home)),
+    }
+    api_url = f"http://{HOST}:{options.api_port}"
+    with ProcessGroup() as group:
+        _stop_on_sigterm()
+        print(f"[demo] sandbox upstream ({options.scale}, seed {options.seed}) on {upstream_url}")
+        sandbox = group.start(
+            _ductwork(
+                "sandbox", "--host", HOST, "--port", str(options.sandbox_port),
+                "--seed", str(options.seed), "--scale", options.scale,
+                "--api-key", env["DUCTWORK_UPSTREAM_API_KEY"],
+            ),
+            env,
+        )  # fmt: skip
+        wait_until_answering(upstream_url + paths.INDOOR_MODELS, sandbox, timeout_s=300)
+
+        print(f"[demo] full sync into {home.warehouse_path} (runs recorded in the Dagster UI)")
+        if subprocess.call(_ductwork("sync"), env=env) != 0:
+            print("[demo] the sync failed; see the run above", file=sys.stderr)
+            return 1
+
+        key = KeyStore(home.keys_path).create("demo")
+        api = group.start(_ductwork("serve", "--host", HOST, "--port", str(options.api_port)), env)
+        wait_until_answering(api_url + paths.PRODUCTS_LIST, api)
+        ui_url = None
+        if not options.no_ui:
+            ui_url = f"http://{HOST}:{options.ui_port}"
+            dev = ["dagster", "dev", "-w", "workspace.yaml", "-h", HOST, "-p", str(options.ui_port)]
+            group.start(dev, env)
+        _print_summary(api_url, key, ui_url, home)
+        if options.exit_after_sync:
+            return 0
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+        print("\n[demo] stopping")
+    return 0
+
+
+def _stop_on_sigterm() -> None:
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _print_summary(api_url: str, key: str, ui_url: str | None, home: HomeSettings) -> None:
+    print()
+    print(f"  read API   {api_url}")
+    print(f"  API key    {key}")
+    if ui_url:
+        print(f"  Dagster UI {ui_url}  (takes a few seconds to start)")
+    print(f'  snapshots  {home.snapshots_dir}  (ductwork sql "SELECT count(*) FROM units")')
+    print()
+    print(f'  curl -H "Authorization: Bearer {key}" "{api_url}/products/v2.0/indoor-units?count=2"')
+    print()
+    print("Press Ctrl-C to stop everything.")

@@ -1,0 +1,60 @@
+"""Dagster resources: one per external system (upstream API, warehouse, data folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+from pydantic import Field
+
+from ductwork.settings import HomeSettings, UpstreamTuning, load
+from pipelines.upstream_client import RetryRules, UpstreamClient
+
+
+class UpstreamResource(dg.ConfigurableResource):
+    """The upstream HVAC service. The API key comes from DUCTWORK_UPSTREAM_API_KEY."""
+
+    base_url: str = Field(description="Base URL of the upstream service.")
+    api_key: str = Field(description="Bearer key; never logged or shown in metadata.")
+    concurrency: int = Field(default=8, description="Requests in flight at most.")
+    timeout_s: float = Field(default=30.0, description="Per-request timeout in seconds.")
+    max_retries: int = Field(default=6, description="Retries of one request on 5xx or drops.")
+
+    def client(self) -> UpstreamClient:
+        """A new client; open it with ``async with`` inside one event loop."""
+        return UpstreamClient(
+            self.base_url,
+            self.api_key,
+            concurrency=self.concurrency,
+            timeout_s=self.timeout_s,
+            rules=RetryRules(max_retries=self.max_retries),
+        )
+
+
+class DataHome(dg.ConfigurableResource):
+    """The data folder: where snapshots are published."""
+
+    path: str = Field(description="DUCTWORK_HOME, absolute.")
+
+    @property
+    def snapshots_dir(self) -> Path:
+        """Published snapshots."""
+        return HomeSettings(home=Path(self.path)).snapshots_dir
+
+
+def default_resources() -> dict[str, object]:
+    """Resources for the deployed code location, read from the environment."""
+    home = load(HomeSettings)
+    tuning = load(UpstreamTuning)
+    return {
+        "upstream": UpstreamResource(
+            base_url=dg.EnvVar("DUCTWORK_UPSTREAM_URL"),
+            api_key=dg.EnvVar("DUCTWORK_UPSTREAM_API_KEY"),
+            concurrency=tuning.upstream_concurrency,
+            timeout_s=tuning.upstream_timeout_s,
+            max_retries=tuning.upstream_max_retries,
+        ),
+        "warehouse": DuckDBResource(database=str(home.warehouse_path)),
+        "data_home": DataHome(path=str(home.home)),
+    }

@@ -1,0 +1,62 @@
+"""The read API: the spec's own paths answered from the current published snapshot."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ductwork.contract.errors import ApiError, ErrorCode, invalid, not_found
+from ductwork.settings import HomeSettings, load
+from serve.api_keys import KeyStore
+from serve.live_snapshot import LiveSnapshot
+from serve.responses import error_response
+from serve.routers import products
+
+log = logging.getLogger("ductwork.serve")
+
+
+def create_app(home: HomeSettings | None = None) -> FastAPI:
+    """Build the app over the data folder's snapshots and keys (``DUCTWORK_HOME`` by default)."""
+    home = home or load(HomeSettings)
+    app = FastAPI(
+        title="ductwork read API",
+        summary="A read-only mirror of the HVAC catalog, warehouse and CRM service.",
+        version="1.0",
+    )
+    app.state.live = LiveSnapshot(home.snapshots_dir)
+    app.state.live.load_now()
+    app.state.keys = KeyStore(home.keys_path)
+    _install_error_handlers(app)
+    app.include_router(products.router)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Every error, including the framework's own, in the style of the path's family."""
+
+    @app.exception_handler(ApiError)
+    async def on_api_error(request: Request, error: ApiError) -> Response:
+        return error_response(error, request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code == 405:
+            problem = ApiError(ErrorCode.METHOD_NOT_ALLOWED, "Only GET is supported")
+        else:
+            problem = not_found(f"No such path: {request.url.path[:200]}")
+        return error_response(problem, request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, error: RequestValidationError) -> Response:
+        first = error.errors()[0] if error.errors() else {}
+        name = str((first.get("loc") or ["", "parameter"])[-1])
+        return error_response(invalid(name, f"{name} is invalid"), request.url.path)
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, error: Exception) -> Response:
+        log.exception("unexpected error on %s", request.url.path)
+        internal = ApiError(ErrorCode.INTERNAL, "Internal error")
+        return error_response(internal, request.url.path)

@@ -1,0 +1,39 @@
+"""Request dependencies of the read API, as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ductwork.contract.errors import ApiError, ErrorCode, unauthorized
+from ductwork.contract.paths import family_of
+from serve.api_keys import SCOPE_OF, ApiKey
+from serve.live_snapshot import ServingState
+
+
+def serving_state(request: Request) -> ServingState:
+    """The snapshot this request is answered from; 503 before the first publish."""
+    state = request.app.state.live.get()
+    if state is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "No snapshot has been published yet")
+    return state
+
+
+def require_key(request: Request) -> ApiKey:
+    """The caller's active key, allowed for this path's family; 401 or 403 otherwise."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise unauthorized()
+    key = request.app.state.keys.verify(token.strip())
+    if key is None:
+        raise unauthorized()
+    family = family_of(request.url.path)
+    if family is not None and SCOPE_OF[family] not in key.scopes:
+        raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {SCOPE_OF[family]!r} scope")
+    return key
+
+
+SnapshotDep = Annotated[ServingState, Depends(serving_state)]
+ApiKeyDep = Annotated[ApiKey, Depends(require_key)]

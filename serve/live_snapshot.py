@@ -1,0 +1,87 @@
+"""The snapshot an API worker serves from, swapped when a newer one is published.
+
+Each request takes one ``ServingState`` and answers from it alone, so a response never mixes
+two snapshots. A new snapshot is loaded in a background thread while the old one keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from ductwork import snapshots
+from serve.catalog_index import CatalogIndex, load_catalog
+
+log = logging.getLogger("ductwork.serve")
+
+
+@dataclass(frozen=True)
+class ServingState:
+    """Everything answered from one snapshot."""
+
+    version: str
+    published_at: float
+    catalog: CatalogIndex
+
+    @property
+    def etag(self) -> str:
+        """The ETag of every answer from this snapshot."""
+        return f'"{self.version}"'
+
+
+def load_state(snapshot: snapshots.Snapshot) -> ServingState:
+    """Read a snapshot into memory (read-only connection, closed afterwards)."""
+    with duckdb.connect(str(snapshot.path), read_only=True) as con:
+        catalog = load_catalog(con)
+    return ServingState(snapshot.version, snapshot.path.stat().st_mtime, catalog)
+
+
+class LiveSnapshot:
+    """Holds the current ServingState and notices new publishes, checking at most every
+    ``check_interval_s``."""
+
+    def __init__(self, snapshots_dir: Path, check_interval_s: float = 0.5) -> None:
+        self._dir = snapshots_dir
+        self._interval = check_interval_s
+        self._state: ServingState | None = None
+        self._next_check = 0.0
+        self._loading = threading.Lock()
+
+    def get(self) -> ServingState | None:
+        """The state to answer one request from (None before the first publish)."""
+        now = time.monotonic()
+        if now >= self._next_check:
+            self._next_check = now + self._interval
+            self._maybe_reload()
+        return self._state
+
+    def load_now(self) -> ServingState | None:
+        """Load the current snapshot synchronously (at start-up)."""
+        snap = snapshots.current(self._dir)
+        if snap is not None and (self._state is None or snap.version != self._state.version):
+            self._state = load_state(snap)
+        return self._state
+
+    def _maybe_reload(self) -> None:
+        snap = snapshots.current(self._dir)
+        if snap is None or (self._state is not None and snap.version == self._state.version):
+            return
+        if self._state is None:
+            self.load_now()
+            return
+        if self._loading.acquire(blocking=False):
+            threading.Thread(target=self._load_in_background, args=(snap,), daemon=True).start()
+
+    def _load_in_background(self, snap: snapshots.Snapshot) -> None:
+        try:
+            self._state = load_state(snap)
+            log.info("serving snapshot %s", snap.version)
+        except Exception:
+            log.exception("could not load snapshot %s; still serving the previous one", snap)
+        finally:
+            self._loading.release()

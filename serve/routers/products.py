@@ -1,0 +1,104 @@
+"""The product family: /products/v2.0 (catalog list, six unit types, resolver, pairings)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from ductwork.contract import params, paths
+from ductwork.contract.envelopes import product_lookup
+from ductwork.contract.errors import invalid, not_found
+from serve.catalog_index import UNIT_FILTERS
+from serve.deps import SnapshotDep, require_key
+from serve.responses import json_answer
+
+router = APIRouter(
+    prefix=paths.PRODUCTS_PREFIX, tags=["products"], dependencies=[Depends(require_key)]
+)
+
+CountQ = Annotated[str | None, Query(description="Page size, 1 to 1000 (default 100).")]
+PageQ = Annotated[str | None, Query(description="Page number, from 1 (default 1).")]
+
+
+@router.get("/products", summary="All products (SKU, SRN, type, link), by SKU")
+async def list_products(
+    request: Request,
+    state: SnapshotDep,
+    category: Annotated[str | None, Query(description="A route slug, e.g. indoor-units.")] = None,
+    count: CountQ = None,
+    page: PageQ = None,
+) -> Response:
+    if category is not None and category not in paths.UNIT_SLUGS:
+        raise invalid("category", "category must be one of " + ", ".join(paths.UNIT_SLUGS))
+    size, number = params.read_count(count), params.read_page(page)
+    return json_answer(request, state, state.catalog.product_page(category, number, size))
+
+
+def _add_unit_routes(slug: str) -> None:
+    """The list and lookup routes of one unit type."""
+    name = slug.replace("-", "_")
+
+    async def list_units(
+        request: Request,
+        state: SnapshotDep,
+        series_name: Annotated[str | None, Query(alias="series.name")] = None,
+        family_name: Annotated[str | None, Query(alias="family.name")] = None,
+        brand: Annotated[str | None, Query()] = None,
+        count: CountQ = None,
+        page: PageQ = None,
+    ) -> Response:
+        raw = dict(zip(UNIT_FILTERS, (series_name, family_name, brand), strict=True))
+        wanted = {k: v for k, v in ((k, params.read_filter(r)) for k, r in raw.items()) if v}
+        size, number = params.read_count(count), params.read_page(page)
+        return json_answer(request, state, state.catalog.unit_page(slug, wanted, number, size))
+
+    async def get_unit(request: Request, state: SnapshotDep, sku: str) -> Response:
+        record = state.catalog.unit(slug, sku)
+        if record is None:
+            raise not_found(f"No {slug} product with SKU {sku[:80]!r}")
+        return json_answer(request, state, product_lookup(record))
+
+    router.add_api_route(
+        f"/{slug}", list_units, methods=["GET"], name=f"list_{name}",
+        summary=f"{slug} records, by SKU; filters match exactly, ignoring case",
+    )  # fmt: skip
+    router.add_api_route(
+        f"/{slug}/{{sku:path}}", get_unit, methods=["GET"], name=f"get_{name}",
+        summary=f"One {slug} record by SKU (404 if unknown or of another type)",
+    )  # fmt: skip
+
+
+for _slug in paths.UNIT_SLUGS:
+    _add_unit_routes(_slug)
+
+
+@router.get("/units/{sku:path}", summary="Any unit record by SKU, whatever its type")
+async def resolve_unit(request: Request, state: SnapshotDep, sku: str) -> Response:
+    record = state.catalog.resolver.get(sku)
+    if record is None:
+        raise not_found(f"No product with SKU {sku[:80]!r}")
+    return json_answer(request, state, product_lookup(record))
+
+
+@router.get("/pairings", summary="Pairings and relationships, by relationship id")
+async def list_pairings(
+    request: Request,
+    state: SnapshotDep,
+    sku: Annotated[str | None, Query(description="A SKU in position P1, P2 or P3.")] = None,
+    rel_type: Annotated[str | None, Query(alias="relType")] = None,
+    count: CountQ = None,
+    page: PageQ = None,
+) -> Response:
+    kind = params.read_rel_type(rel_type)
+    size, number = params.read_count(count), params.read_page(page)
+    body = state.catalog.pairing_page(sku, kind, number, size)
+    return json_answer(request, state, body)
+
+
+@router.get("/pairings/{relationship_id}", summary="One pairing by relationship id")
+async def get_pairing(request: Request, state: SnapshotDep, relationship_id: str) -> Response:
+    record = state.catalog.pairing(params.read_relationship_id(relationship_id))
+    if record is None:
+        raise not_found(f"No pairing {relationship_id}")
+    return json_answer(request, state, product_lookup(record))

@@ -1,0 +1,144 @@
+"""The upstream client against real loopback servers that misbehave on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from ductwork.contract.encoding import dumps
+from ductwork.local_server import serving
+from pipelines.upstream_client import (
+    RetryRules,
+    UpstreamAuthError,
+    UpstreamClient,
+    UpstreamError,
+)
+
+SECRET = "sk-test-do-not-leak-4711"
+Script = Callable[[int, dict], tuple[int, dict[str, str], bytes] | None]
+
+
+class ScriptedUpstream:
+    """An ASGI app answering the n-th request as its script says; None means drop it."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.seen: list[tuple[float, str, dict[str, str]]] = []
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        self.seen.append((time.monotonic(), scope["path"], headers))
+        answer = self.script(len(self.seen), scope)
+        if answer is None:  # a response cut short: headers promise more than is sent
+            start = {"type": "http.response.start", "status": 200,
+                     "headers": [(b"content-length", b"1000")]}  # fmt: skip
+            await send(start)
+            await send({"type": "http.response.body", "body": b'{"partial', "more_body": True})
+            raise ConnectionAbortedError("dropped on purpose")
+        status, extra, body = answer
+        raw_headers = [(b"content-type", b"application/json")]
+        raw_headers += [(k.encode(), v.encode()) for k, v in extra.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def fetch(url: str, path: str = "/x", **kwargs: object) -> tuple[object, UpstreamClient]:
+    rules = RetryRules(max_retries=4, backoff_base_s=0.01, backoff_cap_s=0.05)
+
+    async def run() -> tuple[object, UpstreamClient]:
+        async with UpstreamClient(url, SECRET, rules=rules, seed=1, **kwargs) as client:
+            return await client.get_json(path), client
+
+    return asyncio.run(run())
+
+
+OK = (200, {}, dumps({"ok": True}))
+
+
+def test_client_retries_server_errors_and_dropped_connections_then_succeeds() -> None:
+    plan = {1: (503, {}, b"{}"), 2: None, 3: (502, {}, b"{}")}
+    upstream = ScriptedUpstream(lambda n, _: plan.get(n, OK))
+    with serving(upstream) as url:
+        body, client = fetch(url)
+    assert body == {"ok": True}
+    assert client.stats.requests == 4
+    assert client.stats.retries == 3
+    assert client.stats.server_errors == 2
+    assert client.stats.dropped_connections == 1
+
+
+def test_client_waits_at_least_retry_after_on_429() -> None:
+    plan = {1: (429, {"Retry-After": "1"}, b"{}")}
+    upstream = ScriptedUpstream(lambda n, _: plan.get(n, OK))
+    with serving(upstream) as url:
+        body, client = fetch(url)
+    assert body == {"ok": True}
+    assert client.stats.rate_limited == 1
+    first, second = upstream.seen[0][0], upstream.seen[1][0]
+    assert second - first >= 1.0
+
+
+def test_client_fails_at_once_on_401_without_revealing_the_key() -> None:
+    upstream = ScriptedUpstream(lambda n, _: (401, {"WWW-Authenticate": "Bearer"}, b"{}"))
+    with serving(upstream) as url, pytest.raises(UpstreamAuthError) as caught:
+        fetch(url)
+    assert len(upstream.seen) == 1
+    assert "401" in str(caught.value)
+    assert "DUCTWORK_UPSTREAM_API_KEY" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def test_client_sends_the_bearer_key_in_the_authorization_header() -> None:
+    upstream = ScriptedUpstream(lambda n, _: OK)
+    with serving(upstream) as url:
+        fetch(url)
+    assert upstream.seen[0][2]["authorization"] == f"Bearer {SECRET}"
+
+
+def test_client_gives_up_after_its_retry_budget_with_a_clear_error() -> None:
+    upstream = ScriptedUpstream(lambda n, _: (500, {}, b"{}"))
+    with serving(upstream) as url, pytest.raises(UpstreamError, match="gave up after 5"):
+        fetch(url)
+    assert len(upstream.seen) == 5
+
+
+def test_client_keeps_at_most_its_concurrency_in_flight() -> None:
+    in_flight = {"now": 0, "peak": 0}
+
+    async def slow_app(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        in_flight["now"] += 1
+        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        await asyncio.sleep(0.02)
+        in_flight["now"] -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def burst(url: str) -> None:
+        async with UpstreamClient(url, SECRET, concurrency=3) as client:
+            await asyncio.gather(*(client.get_json("/x") for _ in range(30)))
+
+    with serving(slow_app) as url:
+        asyncio.run(burst(url))
+    assert in_flight["peak"] == 3
+
+
+def test_pages_after_the_first_are_fetched_and_yielded_in_order() -> None:
+    def page_of(n: int, scope: dict) -> tuple[int, dict[str, str], bytes]:
+        query = dict(part.split("=") for part in scope["query_string"].decode().split("&"))
+        page = int(query["page"])
+        body = {"data": [page], "pagination": {"page": page, "totalItems": 7, "totalPages": 7}}
+        return 200, {}, dumps(body)
+
+    async def walk(url: str) -> list[int]:
+        async with UpstreamClient(url, SECRET, concurrency=4) as client:
+            return [body["data"][0] async for body in client.iter_pages("/list", count=1)]
+
+    with serving(ScriptedUpstream(page_of)) as url:
+        assert asyncio.run(walk(url)) == [1, 2, 3, 4, 5, 6, 7]
