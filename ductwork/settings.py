@@ -79,7 +79,7 @@ class UpstreamTuning(_Base):
     upstream_max_retries: int = Field(
         default=6,
         ge=0,
-        description="Retries of one request on 5xx and dropped connections (429 waits are separate).",
+        description="Retries of one request on 5xx or a lost connection (429 waits are separate).",
     )
 
 
