@@ -8,6 +8,7 @@ import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
+from assets.checks import key_check
 from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
 from assets.list_reader import ListRead, read_whole_list
 from assets.loading import (
@@ -193,3 +194,13 @@ def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.Materi
 
 
 CATALOG_ASSETS: list[dg.AssetsDefinition] = [catalog_items, *UNIT_ASSETS, pairings]
+
+
+CATALOG_CHECKS: list[dg.AssetChecksDefinition] = [
+    key_check(catalog_items, "catalog_items", ["sku"]),
+    *(
+        key_check(asset, "units", ["sku"], "unit_type = ?", [slug])
+        for asset, slug in zip(UNIT_ASSETS, paths.UNIT_SLUGS, strict=True)
+    ),
+    key_check(pairings, "pairings", ["relationship_id"]),
+]

@@ -6,12 +6,20 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from assets.catalog import CATALOG_ASSETS
+from assets.crm import CRM_ASSETS
 from assets.ingest import OWNERS, WAREHOUSE_POOL
+from assets.internal import INTERNAL_ASSETS
 from assets.loading import open_warehouse
+from assets.warehouse import WAREHOUSE_ASSETS
 from ductwork import snapshots
 from pipelines.resources import DataHome
 
-SYNCED_ASSETS: list[dg.AssetsDefinition] = [*CATALOG_ASSETS]
+SYNCED_ASSETS: list[dg.AssetsDefinition] = [
+    *CATALOG_ASSETS,
+    *WAREHOUSE_ASSETS,
+    *CRM_ASSETS,
+    *INTERNAL_ASSETS,
+]
 
 
 @dg.asset(

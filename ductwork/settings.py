@@ -99,6 +99,12 @@ class ServeSettings(_Base):
     serve_host: str = Field(default="127.0.0.1", description="Address the read API binds.")
     serve_port: int = Field(default=8080, description="Port the read API binds.")
     serve_workers: int = Field(default=2, ge=1, description="uvicorn worker processes.")
+    serve_indoor_models_per_second: int = Field(
+        default=5, ge=1, description="Key-less indoor-models calls per client address per second."
+    )
+    serve_pim_cooldown_s: float = Field(
+        default=300.0, ge=0, description="Seconds before another pim-image-sync may start."
+    )
 
 
 _S = TypeVar("_S", bound=BaseSettings)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import duckdb
 
+from warehouse_sql import read_sql
+
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
@@ -51,11 +53,15 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
     warehouse.execute("ATTACH ? AS snapshot_target", [str(staging)])
     try:
         warehouse.execute(f'COPY FROM DATABASE "{source}" TO snapshot_target')
-        warehouse.execute(
-            "CREATE TABLE snapshot_target.snapshot_info AS "
-            "SELECT ?::VARCHAR AS version, now() AS published_at",
-            [version],
-        )
+        warehouse.execute("USE snapshot_target")
+        try:
+            warehouse.execute(read_sql("serving"))
+            warehouse.execute(
+                "CREATE TABLE snapshot_info AS SELECT ?::VARCHAR AS version, now() AS published_at",
+                [version],
+            )
+        finally:
+            warehouse.execute(f'USE "{source}"')
         warehouse.execute("CHECKPOINT snapshot_target")
     finally:
         warehouse.execute("DETACH snapshot_target")

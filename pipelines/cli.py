@@ -49,7 +49,17 @@ def _parser() -> argparse.ArgumentParser:
         help="Asset name or group:NAME; repeatable (default: everything).",
     )
     sync.add_argument("--no-publish", action="store_true", help="Do not publish a snapshot.")
+    sync.add_argument(
+        "--reconcile",
+        action="store_true",
+        help="Full listings: detect deleted assets, re-read every lead and submittal.",
+    )
     sync.set_defaults(run=_sync)
+
+    run_job = sub.add_parser("run-job", help="Run one Dagster job of ductwork by name.")
+    run_job.add_argument("job", help="e.g. pim_image_sync, catalog_sync, reconcile_all")
+    run_job.add_argument("--run-id", default=None, help="Use this run id (a UUID).")
+    run_job.set_defaults(run=_run_job)
 
     serve = sub.add_parser("serve", help="Run the read API on the current snapshot.")
     serve.add_argument("--host", default=None, help="Bind address (DUCTWORK_SERVE_HOST).")
@@ -83,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--api-port", type=int, default=8080)
     demo.add_argument("--ui-port", type=int, default=3000)
     demo.add_argument("--sandbox-port", type=int, default=8900)
+    demo.add_argument("--s3-port", type=int, default=8901)
     demo.add_argument("--no-ui", action="store_true", help="Skip the Dagster UI.")
     demo.add_argument(
         "--exit-after-sync", action="store_true", help="Stop once the API has answered."
@@ -98,7 +109,14 @@ def _parser() -> argparse.ArgumentParser:
 def _sync(options: argparse.Namespace) -> int:
     from pipelines.sync_command import run_sync
 
-    return 0 if run_sync(options.select, publish=not options.no_publish) else 1
+    success = run_sync(options.select, publish=not options.no_publish, reconcile=options.reconcile)
+    return 0 if success else 1
+
+
+def _run_job(options: argparse.Namespace) -> int:
+    from pipelines.sync_command import run_job
+
+    return 0 if run_job(options.job, publish=False, run_id=options.run_id) else 1
 
 
 def _serve(options: argparse.Namespace) -> int:

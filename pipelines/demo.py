@@ -18,6 +18,7 @@ from pipelines.processes import ProcessGroup, wait_until_answering
 from serve.api_keys import KeyStore
 
 HOST = "127.0.0.1"
+BUCKET = "ductwork-demo"
 
 
 def _ductwork(*args: str) -> list[str]:
@@ -30,21 +31,32 @@ def run_demo(options: argparse.Namespace) -> int:
         os.environ["DUCTWORK_HOME"] = str(Path(".ductwork/demo").resolve())
     home = load(HomeSettings)
     upstream_url = f"http://{HOST}:{options.sandbox_port}"
+    s3_url = f"http://{HOST}:{options.s3_port}"
     env = {
         **os.environ,
         "DUCTWORK_UPSTREAM_URL": upstream_url,
         "DUCTWORK_UPSTREAM_API_KEY": "sandbox-" + secrets.token_urlsafe(16),
+        "DUCTWORK_S3_ENDPOINT_URL": s3_url,
+        "DUCTWORK_S3_BUCKET": BUCKET,
+        "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "demo"),
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "demo"),
         "DAGSTER_HOME": str(prepare_dagster_home(home.dagster_home)),
     }
+    os.environ.update(env)
     api_url = f"http://{HOST}:{options.api_port}"
     with ProcessGroup() as group:
         _stop_on_sigterm()
+        print(f"[demo] object store (moto S3 server) on {s3_url}, bucket {BUCKET}")
+        moto = group.start(["moto_server", "-H", HOST, "-p", str(options.s3_port)], env)
+        wait_until_answering(s3_url, moto)
+        _seed_bucket(s3_url, options.seed)
         print(f"[demo] sandbox upstream ({options.scale}, seed {options.seed}) on {upstream_url}")
         sandbox = group.start(
             _ductwork(
                 "sandbox", "--host", HOST, "--port", str(options.sandbox_port),
                 "--seed", str(options.seed), "--scale", options.scale,
                 "--api-key", env["DUCTWORK_UPSTREAM_API_KEY"],
+                "--s3-endpoint-url", s3_url, "--s3-bucket", BUCKET,
             ),
             env,
         )  # fmt: skip
@@ -70,6 +82,17 @@ def run_demo(options: argparse.Namespace) -> int:
             signal.pause()
         print("\n[demo] stopping")
     return 0
+
+
+def _seed_bucket(s3_url: str, seed: int) -> None:
+    """Create the demo bucket and put some manuals in it, as the upstream's store holds."""
+    from sandbox.server import seed_manuals
+
+    from pipelines.resources import ObjectStore
+
+    client = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
+    client.create_bucket(Bucket=BUCKET)
+    seed_manuals(client, BUCKET, seed, 40)
 
 
 def _stop_on_sigterm() -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
+from dagster_aws.s3 import S3Resource
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from ductwork.settings import HomeSettings, UpstreamTuning, load
+from ductwork.settings import HomeSettings, S3Settings, UpstreamTuning, load
 from pipelines.upstream_client import RetryRules, UpstreamClient
 
 
@@ -47,6 +50,7 @@ def default_resources() -> dict[str, object]:
     """Resources for the deployed code location, read from the environment."""
     home = load(HomeSettings)
     tuning = load(UpstreamTuning)
+    s3 = load(S3Settings)
     return {
         "upstream": UpstreamResource(
             base_url=dg.EnvVar("DUCTWORK_UPSTREAM_URL"),
@@ -57,4 +61,24 @@ def default_resources() -> dict[str, object]:
         ),
         "warehouse": DuckDBResource(database=str(home.warehouse_path)),
         "data_home": DataHome(path=str(home.home)),
+        "object_store": ObjectStore(
+            bucket=s3.s3_bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
+        ),
     }
+
+
+class ObjectStore(dg.ConfigurableResource):
+    """The S3-compatible bucket of manuals and mirrored images (credentials: AWS_* variables)."""
+
+    bucket: str = Field(description="Bucket name (DUCTWORK_S3_BUCKET).")
+    endpoint_url: str | None = Field(default=None, description="DUCTWORK_S3_ENDPOINT_URL.")
+    region_name: str = Field(default="us-east-1", description="DUCTWORK_S3_REGION.")
+
+    def client(self) -> Any:
+        """A boto3 S3 client (through dagster-aws's resource)."""
+        return S3Resource(endpoint_url=self.endpoint_url, region_name=self.region_name).get_client()
+
+    def object_url(self, key: str) -> str:
+        """The path-style URL of an object: ``<endpoint>/<bucket>/<key>``, key percent-encoded."""
+        base = (self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com").rstrip("/")
+        return f"{base}/{self.bucket}/{quote(key, safe='/')}"

@@ -3,24 +3,35 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, not_found
-from ductwork.settings import HomeSettings, load
+from ductwork.settings import HomeSettings, ServeSettings, load
 from serve.api_keys import KeyStore
 from serve.live_snapshot import LiveSnapshot
+from serve.rate_limit import SlidingWindowLimit
 from serve.responses import error_response
-from serve.routers import products
+from serve.routers import crm, internal, products, warehouse
 
 log = logging.getLogger("ductwork.serve")
 
 
-def create_app(home: HomeSettings | None = None) -> FastAPI:
+@dataclass(frozen=True)
+class AppConfig:
+    """What the app was built with."""
+
+    home: HomeSettings
+    serve: ServeSettings
+
+
+def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = None) -> FastAPI:
     """Build the app over the data folder's snapshots and keys (``DUCTWORK_HOME`` by default)."""
     home = home or load(HomeSettings)
+    serve = serve or load(ServeSettings)
     app = FastAPI(
         title="ductwork read API",
         summary="A read-only mirror of the HVAC catalog, warehouse and CRM service.",
@@ -29,8 +40,11 @@ def create_app(home: HomeSettings | None = None) -> FastAPI:
     app.state.live = LiveSnapshot(home.snapshots_dir)
     app.state.live.load_now()
     app.state.keys = KeyStore(home.keys_path)
+    app.state.config = AppConfig(home, serve)
+    app.state.indoor_models_limit = SlidingWindowLimit(serve.serve_indoor_models_per_second)
     _install_error_handlers(app)
-    app.include_router(products.router)
+    for family in (products, warehouse, crm, internal):
+        app.include_router(family.router)
     return app
 
 

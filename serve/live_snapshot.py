@@ -16,6 +16,8 @@ import duckdb
 
 from ductwork import snapshots
 from serve.catalog_index import CatalogIndex, load_catalog
+from serve.small_answers import SmallAnswers, load_small_answers
+from serve.stream_index import PositionedList, SnapshotReader, load_list
 
 log = logging.getLogger("ductwork.serve")
 
@@ -27,6 +29,10 @@ class ServingState:
     version: str
     published_at: float
     catalog: CatalogIndex
+    small: SmallAnswers
+    digital_assets: PositionedList
+    leads: PositionedList
+    reader: SnapshotReader
 
     @property
     def etag(self) -> str:
@@ -36,9 +42,18 @@ class ServingState:
 
 def load_state(snapshot: snapshots.Snapshot) -> ServingState:
     """Read a snapshot into memory (read-only connection, closed afterwards)."""
-    with duckdb.connect(str(snapshot.path), read_only=True) as con:
-        catalog = load_catalog(con)
-    return ServingState(snapshot.version, snapshot.path.stat().st_mtime, catalog)
+    # The connection stays open for position-range reads; it closes with the state.
+    reader = SnapshotReader(duckdb.connect(str(snapshot.path), read_only=True))
+    con = reader.cursor()
+    return ServingState(
+        version=snapshot.version,
+        published_at=snapshot.path.stat().st_mtime,
+        catalog=load_catalog(con),
+        small=load_small_answers(con),
+        digital_assets=load_list(reader, "serving_digital_assets", "updated_us", with_ids=False),
+        leads=load_list(reader, "serving_leads", "created_us", with_ids=True),
+        reader=reader,
+    )
 
 
 class LiveSnapshot:

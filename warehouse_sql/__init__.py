@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 
 # Applied in this order when a warehouse is opened: tables first, then views over them.
-SCHEMA_FILES: tuple[str, ...] = ("catalog", "sync_state")
+SCHEMA_FILES: tuple[str, ...] = ("catalog", "warehouse", "crm", "internal", "sync_state")
 
 
 def read_sql(name: str) -> str:

@@ -9,3 +9,10 @@ CREATE TABLE IF NOT EXISTS sync_log (
     requests       BIGINT,
     retries        BIGINT
 );
+
+-- Bookmarks of incremental streams, written in the same transaction as the rows they cover.
+CREATE TABLE IF NOT EXISTS stream_state (
+    stream       VARCHAR PRIMARY KEY,
+    bookmark     JSON NOT NULL,         -- e.g. {"updatedAt": "...", "assetId": "..."}
+    updated_at   TIMESTAMPTZ NOT NULL
+);

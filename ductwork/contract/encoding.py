@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import orjson
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
 )
@@ -39,6 +40,12 @@ def parse_datetime(text: str) -> datetime:
     zone = "+00:00" if offset in ("Z", "z") else offset
     base = f"{year}-{month}-{day}T{hour}:{minute}:{second}.{micro:06d}{zone}"
     return datetime.fromisoformat(base).astimezone(UTC)
+
+
+def epoch_micros(moment: datetime) -> int:
+    """Microseconds since the Unix epoch (exact, no float rounding)."""
+    delta = moment.astimezone(UTC) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def normalise_datetime(text: str) -> str:

@@ -27,7 +27,7 @@ def product_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
 
 
 def product_lookup(record: bytes) -> bytes:
-    """``{"success", "data": {...}, "errors"}`` of a lookup (products, one pairing)."""
+    """``{"success", "data": {...}, "errors"}``: a product, a pairing or a submittal."""
     return b'{"success":true,"data":' + record + b',"errors":[]}'
 
 
@@ -40,3 +40,23 @@ def pairing_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
         + dumps(pagination)
         + b'},"errors":[]}'
     )
+
+
+def warehouse_list(
+    records: Sequence[bytes], pagination: dict[str, int], filters: dict[str, str | None]
+) -> bytes:
+    """``{"success", "data", "errors", "pagination", "filters"}`` of the digital-asset list."""
+    return (
+        b'{"success":true,"data":'
+        + _array(records)
+        + b',"errors":[],"pagination":'
+        + dumps(pagination)
+        + b',"filters":'
+        + dumps(filters)
+        + b"}"
+    )
+
+
+def data_list(records: Sequence[bytes]) -> bytes:
+    """``{"success", "data": [...], "errors"}`` of the lead list."""
+    return b'{"success":true,"data":' + _array(records) + b',"errors":[]}'

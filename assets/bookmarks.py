@@ -1,0 +1,26 @@
+"""Bookmarks of incremental streams, kept in ``stream_state`` beside the rows they cover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from ductwork.contract.encoding import dumps, loads
+from warehouse_sql import read_sql
+
+
+def read_bookmark(con: duckdb.DuckDBPyConnection, stream: str) -> dict[str, Any] | None:
+    """The stream's last committed bookmark, or None."""
+    rows = con.execute("SELECT bookmark FROM stream_state WHERE stream = ?", [stream]).fetchall()
+    return loads(rows[0][0]) if rows else None
+
+
+def write_bookmark(con: duckdb.DuckDBPyConnection, stream: str, bookmark: dict[str, Any]) -> None:
+    """Set the bookmark; call inside the transaction that wrote the rows it covers."""
+    con.execute(read_sql("stream_state_upsert"), [stream, dumps(bookmark).decode()])
+
+
+def clear_bookmark(con: duckdb.DuckDBPyConnection, stream: str) -> None:
+    """Forget the bookmark: the next run starts from the beginning."""
+    con.execute("DELETE FROM stream_state WHERE stream = ?", [stream])

@@ -1,0 +1,258 @@
+"""CRM family assets: the lead list (cursor paging) and the lead details."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from assets.bookmarks import clear_bookmark, read_bookmark, write_bookmark
+from assets.checks import key_check
+from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.lead_cursor import Cursor, walk_leads
+from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
+from ductwork.contract.encoding import format_datetime, parse_datetime
+from ductwork.contract.encoding import quote_sku as quote_segment
+from ductwork.contract.paths import LEADS
+from pipelines.resources import UpstreamResource
+from pipelines.upstream_client import UpstreamClient
+from warehouse_sql import read_sql
+
+GROUP = "crm"
+KINDS = {"api", "duckdb"}
+LEADS_STREAM = "crm_leads"
+TS = pa.timestamp("us", tz="UTC")
+DETAIL_BATCH = 500
+
+LEAD_SCHEMA = pa.schema(
+    [("id", pa.string()), ("created_at", TS), ("created_date_text", pa.string()),
+     ("lead_number", pa.string()), ("status", pa.string()), ("lead_source", pa.string()),
+     ("name", pa.string()), ("business_unit", pa.string()), ("state_code", pa.string()),
+     ("postal_code", pa.string()), ("campaign", pa.string()), ("record", pa.string()),
+     ("synced_at", TS)]
+)  # fmt: skip
+DETAIL_SCHEMA = pa.schema(
+    [("id", pa.string()), ("email", pa.string()), ("name", pa.string()),
+     ("company", pa.string()), ("phone", pa.string()), ("category", pa.string()),
+     ("status", pa.string()), ("purchase_status", pa.string()),
+     ("assigned_contractor", pa.string()), ("assigned_bu", pa.string()),
+     ("annual_revenue", pa.float64()), ("do_not_sell", pa.bool_()), ("found", pa.bool_()),
+     ("record", pa.string()), ("synced_at", TS)]
+)  # fmt: skip
+
+
+def lead_row(lead: Record) -> dict[str, Any]:
+    """Typed columns of a lead list item."""
+    return {
+        "id": str(lead["Id"]),
+        "created_at": timestamp_or_none(lead.get("CreatedDate")),
+        "created_date_text": text_or_none(lead.get("CreatedDate")),
+        "lead_number": text_or_none(lead.get("LeadID__c")),
+        "status": text_or_none(lead.get("Status")),
+        "lead_source": text_or_none(lead.get("LeadSource")),
+        "name": text_or_none(lead.get("Name")),
+        "business_unit": text_or_none(lead.get("Business_Unit__c")),
+        "state_code": text_or_none(lead.get("StateCode")),
+        "postal_code": text_or_none(lead.get("PostalCode")),
+        "campaign": text_or_none(lead.get("Campaign__c")),
+    }
+
+
+def detail_row(detail: Record) -> dict[str, Any]:
+    """Typed columns of a lead detail (``found`` False marks a 404 placeholder)."""
+    revenue = detail.get("annualRevenue")
+    do_not_sell = detail.get("doNotSell")
+    return {
+        "id": str(detail["id"]),
+        "email": text_or_none(detail.get("email")),
+        "name": text_or_none(detail.get("name")),
+        "company": text_or_none(detail.get("company")),
+        "phone": text_or_none(detail.get("phone")),
+        "category": text_or_none(detail.get("category")),
+        "status": text_or_none(detail.get("status")),
+        "purchase_status": text_or_none(detail.get("purchaseStatus")),
+        "assigned_contractor": text_or_none(detail.get("assignedContractor")),
+        "assigned_bu": text_or_none(detail.get("assignedBU")),
+        "annual_revenue": float(revenue) if isinstance(revenue, int | float) else None,
+        "do_not_sell": do_not_sell if isinstance(do_not_sell, bool) else None,
+        "found": True,
+    }
+
+
+class LeadsConfig(dg.Config):
+    """Run config of the lead sync (also settable in the UI's launchpad)."""
+
+    mode: Literal["incremental", "reconcile"] = "incremental"
+    window_days: int = 30
+    reset_cursor: bool = False
+
+
+def _store_leads(
+    con: duckdb.DuckDBPyConnection, leads: list[Record], cursor: Cursor | None
+) -> None:
+    """Queue changed leads' details, upsert the page and move the cursor, in one transaction."""
+    table = rows_table(leads, lead_row, LEAD_SCHEMA)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("incoming_rows", table)
+        con.execute(read_sql("leads_changed"))
+        con.execute(read_sql("leads_upsert"))
+        if cursor is not None:
+            write_bookmark(con, LEADS_STREAM, {"CreatedDate": cursor[0], "Id": cursor[1]})
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("incoming_rows")
+
+
+async def _sync_leads(
+    client: UpstreamClient,
+    con: duckdb.DuckDBPyConnection,
+    start: Cursor | None,
+    window_days: int | None,
+) -> dict[str, int]:
+    """New leads from the committed cursor on; then, re-read the recent window for changes."""
+
+    async def advance(leads: list[Record], cursor: Cursor) -> None:
+        await asyncio.to_thread(_store_leads, con, leads, cursor)
+
+    async def revisit(leads: list[Record], cursor: Cursor) -> None:
+        await asyncio.to_thread(_store_leads, con, leads, None)
+
+    ahead = await walk_leads(client, advance, after=start)
+    counts = {"pages": ahead.pages, "leads_new_or_resumed": ahead.records, "leads_revisited": 0}
+    if start is not None and window_days is not None:
+        since = parse_datetime(start[0]) - timedelta(days=window_days)
+        window = await walk_leads(
+            client, revisit, created_after=format_datetime(since), stop_at=start
+        )
+        counts["pages"] += window.pages
+        counts["leads_revisited"] = window.records
+    return counts
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    description=(
+        "CRM lead list, cursor-paged by (CreatedDate, Id) from the last committed cursor; "
+        "re-reads a rolling window of recent leads for status changes; mode=reconcile re-reads "
+        "all. Queues new and changed leads for their details."
+    ),
+)
+def crm_leads(
+    config: LeadsConfig, upstream: UpstreamResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
+    """Mirror the lead list."""
+    with open_warehouse(warehouse) as con:
+        if config.reset_cursor:
+            clear_bookmark(con, LEADS_STREAM)
+        saved = read_bookmark(con, LEADS_STREAM)
+        reconcile = config.mode == "reconcile"
+        start = None if reconcile or saved is None else (saved["CreatedDate"], saved["Id"])
+        window = None if reconcile else config.window_days
+        fetched = fetch(upstream, lambda client: _sync_leads(client, con, start, window))
+        if reconcile:
+            con.execute("INSERT OR IGNORE INTO lead_detail_queue SELECT id FROM leads")
+        total, queued = con.execute(
+            "SELECT (SELECT count(*) FROM leads), (SELECT count(*) FROM lead_detail_queue)"
+        ).fetchall()[0]
+        cursor = read_bookmark(con, LEADS_STREAM) or {}
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched,
+            total,
+            **fetched.value,
+            details_queued=queued,
+            mode=config.mode,
+            cursor_created_date=cursor.get("CreatedDate", ""),
+        )
+    )
+
+
+async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[Record]:
+    """Fetch lead details concurrently (the client bounds requests in flight)."""
+
+    async def one(lead_id: str) -> Record:
+        answer = await client.get(f"{LEADS}/{quote_segment(lead_id)}", accept=frozenset({200, 404}))
+        if answer.status == 404:
+            return {"id": lead_id, "__missing__": True}
+        return answer.json()
+
+    return list(await asyncio.gather(*(one(lead_id) for lead_id in ids)))
+
+
+def _store_details(con: duckdb.DuckDBPyConnection, details: list[Record]) -> None:
+    """Upsert details and take them off the queue, in one transaction."""
+    found = [d for d in details if not d.get("__missing__")]
+    table = rows_table(found, detail_row, DETAIL_SCHEMA)
+    missing = [d["id"] for d in details if d.get("__missing__")]
+    now = datetime.now(UTC)
+    placeholders = pa.Table.from_pylist(
+        [{"id": i, "found": False, "synced_at": now} for i in missing],
+        schema=pa.schema([("id", pa.string()), ("found", pa.bool_()), ("synced_at", TS)]),
+    )
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for batch in (table, placeholders):
+            if batch.num_rows:
+                con.register("incoming_rows", batch)
+                con.execute(read_sql("lead_details_upsert"))
+                con.unregister("incoming_rows")
+        ids = pa.table({"id": pa.array([str(d["id"]) for d in details], pa.string())})
+        con.register("done_ids", ids)
+        con.execute("DELETE FROM lead_detail_queue WHERE id IN (SELECT id FROM done_ids)")
+        con.unregister("done_ids")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    deps=[crm_leads],
+    description="Lead details (/crm/v1.1/leads/{id}) for every queued new or changed lead.",
+)
+def crm_lead_details(
+    context: dg.AssetExecutionContext, upstream: UpstreamResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
+    """Drain the detail queue in batches, each committed with its queue removals."""
+    with open_warehouse(warehouse) as con:
+        queued = [
+            row[0] for row in con.execute("SELECT id FROM lead_detail_queue ORDER BY id").fetchall()
+        ]
+        context.log.info("fetching details of %d leads", len(queued))
+
+        async def drain(client: UpstreamClient) -> int:
+            for start in range(0, len(queued), DETAIL_BATCH):
+                details = await _fetch_details(client, queued[start : start + DETAIL_BATCH])
+                await asyncio.to_thread(_store_details, con, details)
+            return len(queued)
+
+        fetched = fetch(upstream, drain)
+        total, missing = con.execute(
+            "SELECT count(*), count(*) FILTER (NOT found) FROM lead_details"
+        ).fetchall()[0]
+    return dg.MaterializeResult(
+        metadata=run_metadata(fetched, total, details_fetched=fetched.value, not_found=missing)
+    )
+
+
+CRM_ASSETS: list[dg.AssetsDefinition] = [crm_leads, crm_lead_details]
+CRM_CHECKS: list[dg.AssetChecksDefinition] = [
+    key_check(crm_leads, "leads", ["id"]),
+    key_check(crm_lead_details, "lead_details", ["id"]),
+]

@@ -1,0 +1,341 @@
+"""Internal family assets: contractors, indoor models, the manuals listing, product images."""
+
+import asyncio
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import dagster as dg
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from assets.checks import key_check
+from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.loading import (
+    Record,
+    Replacement,
+    open_warehouse,
+    replace_rows,
+    rows_table,
+    text_or_none,
+    timestamp_or_none,
+)
+from ductwork.contract.encoding import dumps, format_datetime, loads
+from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS, PIM_IMAGE_SYNC, UNIT_SLUGS
+from pipelines.resources import ObjectStore, UpstreamResource
+from pipelines.upstream_client import UpstreamClient
+
+GROUP = "internal"
+TS = pa.timestamp("us", tz="UTC")
+MANUALS_PREFIX = "manuals/"
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+CONTRACTOR_SCHEMA = pa.schema(
+    [("contractor_id", pa.string()), ("name", pa.string()), ("city", pa.string()),
+     ("state", pa.string()), ("rating", pa.float64()), ("record", pa.string()),
+     ("synced_at", TS)]
+)  # fmt: skip
+REVIEW_SCHEMA = pa.schema(
+    [("review_id", pa.string()), ("contractor_id", pa.string()), ("rating", pa.float64()),
+     ("text", pa.string()), ("created_at", TS), ("record", pa.string()), ("synced_at", TS)]
+)  # fmt: skip
+RAW_SCHEMA = pa.schema([("body", pa.string()), ("parse_error", pa.string()), ("synced_at", TS)])
+
+
+def parse_contractors(data: object) -> tuple[list[Record], str | None]:
+    """The contractors inside the ``data`` JSON text, or an empty list and why."""
+    if data is None:
+        return [], None
+    if not isinstance(data, str):
+        return [], f"data is a {type(data).__name__}, not a JSON text"
+    try:
+        parsed = loads(data)
+    except ValueError as exc:
+        return [], f"data is not valid JSON: {exc}"
+    if not isinstance(parsed, list):
+        return [], "data does not hold a list"
+    return [item for item in parsed if isinstance(item, dict) and "contractorId" in item], None
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"api", "duckdb"},
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    description=(
+        "Contractors with reviews: the answer kept verbatim (its `data` is a JSON text) and "
+        "parsed into `contractors` and `contractor_reviews`."
+    ),
+)
+def internal_contractors(
+    upstream: UpstreamResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
+    """Mirror the contractors answer and its parsed contents."""
+    fetched = fetch(upstream, lambda client: client.get(CONTRACTORS))
+    body = fetched.value.json()
+    contractors, problem = parse_contractors(body.get("data"))
+    now = datetime.now(UTC)
+    reviews = [
+        {**review, "__contractor": str(item["contractorId"])}
+        for item in contractors
+        for review in item.get("reviews") or []
+        if isinstance(review, dict) and "reviewId" in review
+    ]
+    raw = pa.Table.from_pylist(
+        [{"body": fetched.value.body.decode(), "parse_error": problem, "synced_at": now}],
+        schema=RAW_SCHEMA,
+    )
+    contractor_rows = rows_table(
+        contractors,
+        lambda c: {
+            "contractor_id": str(c["contractorId"]),
+            "name": text_or_none(c.get("name")),
+            "city": text_or_none(c.get("city")),
+            "state": text_or_none(c.get("state")),
+            "rating": _number(c.get("rating")),
+        },
+        CONTRACTOR_SCHEMA,
+        now,
+    )
+    review_rows = pa.Table.from_pylist(
+        [
+            {
+                "review_id": str(r["reviewId"]),
+                "contractor_id": r["__contractor"],
+                "rating": _number(r.get("rating")),
+                "text": text_or_none(r.get("text")),
+                "created_at": timestamp_or_none(r.get("createdAt")),
+                "record": dumps({k: v for k, v in r.items() if k != "__contractor"}).decode(),
+                "synced_at": now,
+            }
+            for r in reviews
+        ],
+        schema=REVIEW_SCHEMA,
+    )
+    with open_warehouse(warehouse) as con:
+        replace_rows(
+            con,
+            Replacement("contractors_raw", raw),
+            Replacement("contractors", contractor_rows),
+            Replacement("contractor_reviews", review_rows),
+        )
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched,
+            contractor_rows.num_rows,
+            reviews=review_rows.num_rows,
+            parse_error=problem or "",
+        )
+    )
+
+
+INDOOR_MODEL_SCHEMA = pa.schema(
+    [("ordinal", pa.int32()), ("model", pa.string()), ("sku", pa.string()),
+     ("series", pa.string()), ("family", pa.string()), ("capacity_btuh", pa.float64()),
+     ("record", pa.string()), ("synced_at", TS)]
+)  # fmt: skip
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"api", "duckdb"},
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    description="Indoor product models (no key; its 429 is routine: the client waits and retries).",
+)
+def internal_indoor_models(
+    upstream: UpstreamResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
+    """Mirror the indoor models list, in the upstream's order."""
+    fetched = fetch(upstream, lambda client: client.get_json(INDOOR_MODELS, auth=False))
+    models = [m for m in fetched.value.get("data") or [] if isinstance(m, dict)]
+    ordinals = iter(range(len(models)))
+    table = rows_table(
+        models,
+        lambda m: {
+            "ordinal": next(ordinals),
+            "model": text_or_none(m.get("model")),
+            "sku": text_or_none(m.get("sku")),
+            "series": text_or_none(m.get("series")),
+            "family": text_or_none(m.get("family")),
+            "capacity_btuh": _number(m.get("capacityBtuh")),
+        },
+        INDOOR_MODEL_SCHEMA,
+    )
+    with open_warehouse(warehouse) as con:
+        replace_rows(con, Replacement("indoor_models", table))
+    return dg.MaterializeResult(metadata=run_metadata(fetched, table.num_rows))
+
+
+MANUAL_SCHEMA = pa.schema(
+    [("key", pa.string()), ("size_bytes", pa.int64()), ("last_modified", TS),
+     ("etag", pa.string()), ("content_type", pa.string()), ("url", pa.string()),
+     ("record", pa.string()), ("synced_at", TS)]
+)  # fmt: skip
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"s3", "duckdb"},
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    description=(
+        "The bucket's `manuals/` objects (what /internal/v1.0/digital-assets lists), listed "
+        "with boto3; objects whose ETag and LastModified are unchanged are not re-read."
+    ),
+)
+def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Mirror the manuals listing; content types come from HEAD only for changed objects."""
+    s3 = object_store.client()
+    with open_warehouse(warehouse) as con:
+        known = {
+            key: (etag, modified, content_type)
+            for key, etag, modified, content_type in con.execute(
+                "SELECT key, etag, last_modified, content_type FROM manuals"
+            ).fetchall()
+        }
+        listed: list[dict[str, Any]] = []
+        heads = 0
+        for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=object_store.bucket, Prefix=MANUALS_PREFIX
+        ):
+            for obj in page.get("Contents") or []:
+                key, etag = obj["Key"], obj["ETag"].strip('"')
+                modified = obj["LastModified"].astimezone(UTC)
+                previous = known.get(key)
+                if previous is not None and previous[:2] == (etag, modified):
+                    content_type = previous[2]
+                else:
+                    heads += 1
+                    head = s3.head_object(Bucket=object_store.bucket, Key=key)
+                    content_type = head.get("ContentType")
+                listed.append({
+                    "key": key, "size_bytes": obj["Size"], "last_modified": modified,
+                    "etag": etag, "content_type": content_type,
+                    "url": object_store.object_url(key),
+                })  # fmt: skip
+        for row in listed:
+            row["record"] = dumps({
+                "key": row["key"], "url": row["url"], "sizeBytes": row["size_bytes"],
+                "lastModified": format_datetime(row["last_modified"]), "etag": row["etag"],
+                "contentType": row["content_type"],
+            }).decode()  # fmt: skip
+            row["synced_at"] = datetime.now(UTC)
+        table = pa.Table.from_pylist(listed, schema=MANUAL_SCHEMA)
+        replace_rows(con, Replacement("manuals", table))
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": table.num_rows, "head_requests": heads}
+    )
+
+
+IMAGE_SCHEMA = pa.schema(
+    [("source_url", pa.string()), ("sku", pa.string()), ("kind", pa.string()),
+     ("object_key", pa.string()), ("md5", pa.string()), ("size_bytes", pa.int64()),
+     ("status", pa.string()), ("error", pa.string()), ("synced_at", TS)]
+)  # fmt: skip
+
+
+def image_key(sku: str, url: str) -> str:
+    """``images/<sku>/<file name of the URL>``."""
+    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or "image"
+    return f"images/{sku}/{name}"
+
+
+async def _mirror_images(
+    client: UpstreamClient,
+    store: ObjectStore,
+    images: list[tuple[str, str, str | None]],
+    known_md5: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Download every image; upload only those whose content changed."""
+    s3 = store.client()
+
+    async def one(sku: str, url: str, kind: str | None) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "source_url": url, "sku": sku, "kind": kind, "object_key": image_key(sku, url),
+            "md5": None, "size_bytes": None, "error": None, "synced_at": datetime.now(UTC),
+        }  # fmt: skip
+        try:
+            # Image hosts are not the upstream: never send them the API key.
+            body = (await client.get(url, auth=False)).body
+        except Exception as exc:  # one bad image must not stop the others
+            return {**row, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]}
+        digest = hashlib.md5(body, usedforsecurity=False).hexdigest()
+        row.update(md5=digest, size_bytes=len(body))
+        if known_md5.get(url) == digest:
+            return {**row, "status": "unchanged"}
+        await asyncio.to_thread(
+            s3.put_object, Bucket=store.bucket, Key=row["object_key"], Body=body
+        )
+        return {**row, "status": "uploaded"}
+
+    return list(await asyncio.gather(*(one(*image) for image in images)))
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"api", "s3", "duckdb"},
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    deps=[slug.replace("-", "_") for slug in UNIT_SLUGS],
+    description=(
+        "pim-image-sync: starts the upstream's job (waiting out its 429 cooldown), then copies "
+        "every product image into the bucket under images/<sku>/, skipping unchanged content."
+    ),
+)
+def product_images(
+    context: dg.AssetExecutionContext,
+    upstream: UpstreamResource,
+    object_store: ObjectStore,
+    warehouse: DuckDBResource,
+) -> dg.MaterializeResult:
+    """Run the image sync and record what it did in ``product_images``."""
+    with open_warehouse(warehouse) as con:
+        images = con.execute(
+            "SELECT DISTINCT u.sku, img ->> 'url', img ->> 'kind' "
+            "FROM units AS u, unnest(CAST(u.record -> 'images' AS JSON[])) AS t(img) "
+            "WHERE img ->> 'url' IS NOT NULL ORDER BY 1, 2"
+        ).fetchall()
+        known = dict(con.execute(
+            "SELECT source_url, md5 FROM product_images WHERE status <> 'failed'"
+        ).fetchall())  # fmt: skip
+        context.log.info("mirroring %d product images", len(images))
+
+        async def run(client: UpstreamClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            job = await client.get_json(PIM_IMAGE_SYNC)
+            return job, await _mirror_images(client, object_store, images, known)
+
+        fetched = fetch(upstream, run)
+        job, rows = fetched.value
+        table = pa.Table.from_pylist(rows, schema=IMAGE_SCHEMA)
+        replace_rows(con, Replacement("product_images", table))
+    statuses = [row["status"] for row in rows]
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched,
+            len(rows),
+            uploaded=statuses.count("uploaded"),
+            unchanged=statuses.count("unchanged"),
+            failed=statuses.count("failed"),
+            upstream_job_id=str(job.get("jobId", "")),
+        )
+    )
+
+
+INTERNAL_ASSETS: list[dg.AssetsDefinition] = [
+    internal_contractors,
+    internal_indoor_models,
+    internal_manuals,
+]
+INTERNAL_CHECKS: list[dg.AssetChecksDefinition] = [
+    key_check(internal_contractors, "contractors", ["contractor_id"]),
+    key_check(internal_manuals, "manuals", ["key"]),
+]

@@ -1,0 +1,62 @@
+"""Walking the CRM lead list by its (CreatedDate, Id) cursor.
+
+Thousands of leads can share one CreatedDate, so the cursor is always the pair; a walk hands
+each page to a sink together with the cursor after it, so the sink can commit both at once
+and a crash resumes at the last committed page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ductwork.contract.paths import LEADS
+from pipelines.upstream_client import UpstreamClient
+
+PAGE = 1000
+Record = dict[str, Any]
+Cursor = tuple[str, str]
+Sink = Callable[[list[Record], Cursor], Awaitable[None]]
+
+
+def cursor_of(lead: Record) -> Cursor:
+    """The cursor that points just after this lead."""
+    return (str(lead["CreatedDate"]), str(lead["Id"]))
+
+
+@dataclass
+class CursorWalk:
+    """What one walk read."""
+
+    pages: int = 0
+    records: int = 0
+    last: Cursor | None = None
+
+
+async def walk_leads(
+    client: UpstreamClient,
+    sink: Sink,
+    *,
+    after: Cursor | None = None,
+    created_after: str | None = None,
+    stop_at: Cursor | None = None,
+) -> CursorWalk:
+    """Page from ``after`` (or ``created_after``) to the end, or until passing ``stop_at``."""
+    walk = CursorWalk(last=after)
+    while True:
+        params: dict[str, str | int] = {"count": PAGE}
+        if created_after is not None:
+            params["createdAfter"] = created_after
+        if walk.last is not None:
+            params["cursorCreatedDate"], params["cursorId"] = walk.last
+        leads = (await client.get_json(LEADS, params)).get("data") or []
+        if stop_at is not None:
+            leads = [lead for lead in leads if cursor_of(lead) <= stop_at]
+        walk.pages += 1
+        walk.records += len(leads)
+        if leads:
+            walk.last = cursor_of(leads[-1])
+            await sink(leads, walk.last)
+        if len(leads) < PAGE:
+            return walk

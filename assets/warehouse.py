@@ -1,0 +1,260 @@
+"""Warehouse family assets: digital assets (incremental, with reconciliation) and submittals."""
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from assets.asset_walk import Key, WalkReport, key_of, keyset_walk, page_walk
+from assets.bookmarks import clear_bookmark, read_bookmark, write_bookmark
+from assets.checks import key_check
+from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
+from ductwork.contract.encoding import dumps
+from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
+from pipelines.resources import UpstreamResource
+from pipelines.upstream_client import UpstreamClient
+from warehouse_sql import read_sql
+
+GROUP = "warehouse"
+KINDS = {"api", "duckdb"}
+ASSETS_STREAM = "warehouse_digital_assets"
+TS = pa.timestamp("us", tz="UTC")
+
+ASSET_SCHEMA = pa.schema(
+    [("asset_id", pa.string()), ("sku", pa.string()), ("asset_type", pa.string()),
+     ("title", pa.string()), ("url", pa.string()), ("mime_type", pa.string()),
+     ("language", pa.string()), ("file_size_bytes", pa.int64()), ("created_at", TS),
+     ("updated_at", TS), ("updated_at_text", pa.string()), ("record", pa.string()),
+     ("deleted_at", TS), ("synced_at", TS)]
+)  # fmt: skip
+
+
+def asset_row(record: Record) -> dict[str, Any]:
+    """Typed columns of a warehouse digital asset."""
+    size = record.get("fileSizeBytes")
+    return {
+        "asset_id": str(record["assetId"]),
+        "sku": text_or_none(record.get("sku")),
+        "asset_type": text_or_none(record.get("assetType")),
+        "title": text_or_none(record.get("title")),
+        "url": text_or_none(record.get("url")),
+        "mime_type": text_or_none(record.get("mimeType")),
+        "language": text_or_none(record.get("language")),
+        "file_size_bytes": size if isinstance(size, int) and not isinstance(size, bool) else None,
+        "created_at": timestamp_or_none(record.get("createdAt")),
+        "updated_at": timestamp_or_none(record.get("updatedAt")),
+        "updated_at_text": text_or_none(record.get("updatedAt")),
+        "deleted_at": None,
+    }
+
+
+class DigitalAssetsConfig(dg.Config):
+    """Run config of the digital-assets sync (also settable in the UI's launchpad)."""
+
+    mode: Literal["incremental", "reconcile"] = "incremental"
+    reset_bookmark: bool = False
+
+
+def _upsert(con: duckdb.DuckDBPyConnection, records: list[Record], bookmark: Key | None) -> None:
+    """Upsert a batch and, when given, move the bookmark in the same transaction."""
+    newest: dict[str, Record] = {}
+    for record in records:  # a batch may list an asset twice; keep its latest copy
+        seen = newest.get(str(record["assetId"]))
+        if seen is None or key_of(record) >= key_of(seen):
+            newest[str(record["assetId"])] = record
+    table = rows_table(newest.values(), asset_row, ASSET_SCHEMA)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("incoming_rows", table)
+        if table.num_rows:
+            con.execute(read_sql("digital_assets_upsert"))
+        if bookmark is not None:
+            write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("incoming_rows")
+
+
+def _mark_deleted(con: duckdb.DuckDBPyConnection, listed: set[str]) -> int:
+    """Set ``deleted_at`` on live assets a complete listing no longer contains."""
+    ids = pa.table({"asset_id": pa.array(sorted(listed), pa.string())})
+    con.register("listed_ids", ids)
+    try:
+        rows = con.execute(read_sql("digital_assets_mark_deleted")).fetchall()
+    finally:
+        con.unregister("listed_ids")
+    return rows[0][0] if rows else 0
+
+
+async def _sync_assets(
+    client: UpstreamClient, con: duckdb.DuckDBPyConnection, start: Key | None
+) -> tuple[WalkReport, str]:
+    """Page walk first; if changes disturbed it, a keyset walk from the same start."""
+
+    async def sink(records: list[Record], bookmark: Key | None) -> None:
+        await asyncio.to_thread(_upsert, con, records, bookmark)
+
+    report = await page_walk(client, start, sink)
+    if report.consistent:
+        if report.last is not None:
+            await sink([], report.last)
+        return report, "pages"
+    repair = await keyset_walk(client, start, sink)
+    repair.pages += report.pages
+    return repair, "keyset"
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    description=(
+        "Warehouse digital assets, incremental on a (updatedAt, assetId) bookmark committed "
+        "with the rows; mode=reconcile lists everything and marks vanished assets deleted."
+    ),
+)
+def warehouse_digital_assets(
+    config: DigitalAssetsConfig, upstream: UpstreamResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
+    """Upsert new and changed digital assets (and, reconciling, flag deleted ones)."""
+    with open_warehouse(warehouse) as con:
+        if config.reset_bookmark:
+            clear_bookmark(con, ASSETS_STREAM)
+        saved = read_bookmark(con, ASSETS_STREAM)
+        reconcile = config.mode == "reconcile"
+        start = None if reconcile or saved is None else (saved["updatedAt"], saved["assetId"])
+        fetched = fetch(upstream, lambda client: _sync_assets(client, con, start))
+        report, walk = fetched.value
+        deleted = _mark_deleted(con, report.ids) if reconcile else 0
+        live = con.execute(
+            "SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL"
+        ).fetchall()[0][0]
+    bookmark = report.last or start
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched,
+            live,
+            rows_upserted=report.records,
+            rows_deleted=deleted,
+            pages=report.pages,
+            walk=walk,
+            mode=config.mode,
+            bookmark_updated_at=bookmark[0] if bookmark else "",
+        )
+    )
+
+
+SUBMITTAL_SCHEMA = pa.schema(
+    [("request_key", pa.string()), ("idu", pa.string()), ("odu", pa.string()),
+     ("found", pa.bool_()), ("ahri_number", pa.string()), ("document_url", pa.string()),
+     ("updated_at", TS), ("source_signature", pa.string()), ("record", pa.string()),
+     ("synced_at", TS)]
+)  # fmt: skip
+SUBMITTAL_BATCH = 500
+
+
+class SubmittalsConfig(dg.Config):
+    """Run config of the submittal sync."""
+
+    mode: Literal["incremental", "reconcile"] = "incremental"
+
+
+async def _fetch_submittals(
+    client: UpstreamClient, requests: list[tuple[str, str | None, str | None, str]]
+) -> list[dict[str, Any]]:
+    """Fetch one batch of submittals concurrently; a 404 becomes a row with found = false."""
+
+    async def one(key: str, idu: str | None, odu: str | None, signature: str) -> dict[str, Any]:
+        query = {name: value for name, value in (("idu", idu), ("odu", odu)) if value}
+        answer = await client.get(SUBMITTAL_DATA, query, accept=frozenset({200, 404}))
+        data = answer.json().get("data") if answer.status == 200 else None
+        found = isinstance(data, dict) and answer.status == 200
+        return {
+            "request_key": key,
+            "idu": idu,
+            "odu": odu,
+            "found": found,
+            "ahri_number": text_or_none(data.get("ahriNumber")) if found else None,
+            "document_url": text_or_none(data.get("documentUrl")) if found else None,
+            "updated_at": timestamp_or_none(data.get("updatedAt")) if found else None,
+            "source_signature": signature,
+            "record": dumps(data).decode() if found else None,
+            "synced_at": datetime.now(UTC),
+        }
+
+    return list(await asyncio.gather(*(one(*request) for request in requests)))
+
+
+def _store_submittals(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    table = pa.Table.from_pylist(rows, schema=SUBMITTAL_SCHEMA)
+    con.register("incoming_rows", table)
+    try:
+        con.execute(read_sql("submittals_upsert"))
+    finally:
+        con.unregister("incoming_rows")
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    owners=OWNERS,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+    deps=["pairings", *(slug.replace("-", "_") for slug in UNIT_SLUGS)],
+    description=(
+        "Submittal data for every Pairing (P1/P2 SRNs) and Standalone unit; incremental runs "
+        "fetch only requests that are new or whose pairing or units changed."
+    ),
+)
+def warehouse_submittals(
+    config: SubmittalsConfig, upstream: UpstreamResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
+    """Mirror submittal data, one request per (idu, odu)."""
+    with open_warehouse(warehouse) as con:
+        wanted = con.execute(read_sql("submittal_requests")).fetchall()
+        have = dict(con.execute("SELECT request_key, source_signature FROM submittals").fetchall())
+        todo = [row for row in wanted if config.mode == "reconcile" or have.get(row[0]) != row[3]]
+
+        async def run(client: UpstreamClient) -> None:
+            for start in range(0, len(todo), SUBMITTAL_BATCH):
+                rows = await _fetch_submittals(client, todo[start : start + SUBMITTAL_BATCH])
+                await asyncio.to_thread(_store_submittals, con, rows)
+
+        fetched = fetch(upstream, run)
+        keys = pa.table({"request_key": pa.array([row[0] for row in wanted], pa.string())})
+        con.register("wanted_keys", keys)
+        removed = con.execute(
+            "DELETE FROM submittals WHERE request_key NOT IN (SELECT request_key FROM wanted_keys)"
+        ).fetchall()[0][0]
+        con.unregister("wanted_keys")
+        total, found = con.execute(
+            "SELECT count(*), count(*) FILTER (found) FROM submittals"
+        ).fetchall()[0]
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched,
+            found,
+            requests_derived=len(wanted),
+            submittals_fetched=len(todo),
+            not_found=total - found,
+            rows_deleted=removed,
+            mode=config.mode,
+        )
+    )
+
+
+WAREHOUSE_ASSETS: list[dg.AssetsDefinition] = [warehouse_digital_assets, warehouse_submittals]
+WAREHOUSE_CHECKS: list[dg.AssetChecksDefinition] = [
+    key_check(warehouse_digital_assets, "digital_assets", ["asset_id"]),
+    key_check(warehouse_submittals, "submittals", ["request_key"]),
+]

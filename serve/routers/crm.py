@@ -1,0 +1,56 @@
+"""The CRM family: /crm/v1.1 (lead list by cursor, lead details)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from ductwork.contract import envelopes, params, paths
+from ductwork.contract.encoding import dumps, epoch_micros, loads
+from ductwork.contract.errors import invalid, not_found
+from ductwork.contract.leads import read_fields
+from serve.deps import SnapshotDep, require_key
+from serve.responses import json_answer
+
+router = APIRouter(prefix=paths.CRM_PREFIX, tags=["crm"], dependencies=[Depends(require_key)])
+
+DETAIL_SQL = "SELECT record FROM lead_details WHERE id = ? AND found"
+
+
+@router.get("/leads", summary="Leads by (CreatedDate, Id), cursor-paged")
+def list_leads(
+    request: Request,
+    state: SnapshotDep,
+    fields: Annotated[str | None, Query(description="Comma-separated list-item members.")] = None,
+    created_after: Annotated[str | None, Query(alias="createdAfter")] = None,
+    count: Annotated[str | None, Query(description="1 to 1000, default 100.")] = None,
+    cursor_created_date: Annotated[str | None, Query(alias="cursorCreatedDate")] = None,
+    cursor_id: Annotated[str | None, Query(alias="cursorId")] = None,
+) -> Response:
+    keep = read_fields(fields)
+    after = params.read_datetime("createdAfter", created_after)
+    size = params.read_count(count)
+    if (cursor_created_date is None) != (cursor_id is None):
+        raise invalid("cursorId", "cursorCreatedDate and cursorId must be given together")
+    cursor_at = params.read_datetime("cursorCreatedDate", cursor_created_date)
+    leads = state.leads
+    first = 0 if after is None else leads.after_time(epoch_micros(after))
+    if cursor_at is not None and cursor_id is not None:
+        first = max(first, leads.after_key(epoch_micros(cursor_at), cursor_id))
+    records = leads.records(first, min(first + size, len(leads)))
+    if keep is not None:
+        records = [_project(record, keep) for record in records]
+    return json_answer(request, state, envelopes.data_list(records))
+
+
+def _project(record: bytes, keep: frozenset[str]) -> bytes:
+    return dumps({k: v for k, v in loads(record).items() if k in keep})
+
+
+@router.get("/leads/{lead_id:path}", summary="One lead's details")
+def get_lead(request: Request, state: SnapshotDep, lead_id: str) -> Response:
+    rows = state.reader.rows(DETAIL_SQL, [lead_id])
+    if not rows:
+        raise not_found(f"No lead {lead_id[:80]!r}")
+    return json_answer(request, state, rows[0][0].encode())

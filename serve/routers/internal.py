@@ -1,0 +1,51 @@
+"""The internal family: /internal/v1.0 (contractors, indoor models, manuals, image sync)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from ductwork.contract import paths
+from ductwork.contract.encoding import dumps, format_datetime
+from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
+from pipelines.job_launcher import Cooling, start_job
+from serve.deps import SnapshotDep, require_key
+from serve.responses import json_answer
+
+router = APIRouter(prefix=paths.INTERNAL_PREFIX, tags=["internal"])
+KeyRequired = [Depends(require_key)]
+
+
+@router.get("/accounts/contractors", dependencies=KeyRequired, summary="Contractors, reviews")
+def contractors(request: Request, state: SnapshotDep) -> Response:
+    if state.small.contractors is None:
+        raise ApiError(ErrorCode.UNAVAILABLE, "Contractors have not been synced yet")
+    return json_answer(request, state, state.small.contractors)
+
+
+@router.get("/products/indoor-models", summary="Indoor models (no key; rate limited per client)")
+def indoor_models(request: Request, state: SnapshotDep) -> Response:
+    client = request.client.host if request.client else "unknown"
+    wait = request.app.state.indoor_models_limit.check(client)
+    if wait is not None:
+        raise rate_limited(wait)
+    return json_answer(request, state, state.small.indoor_models)
+
+
+@router.get("/digital-assets", dependencies=KeyRequired, summary="Objects under manuals/")
+def manuals(request: Request, state: SnapshotDep) -> Response:
+    return json_answer(request, state, state.small.manuals)
+
+
+@router.get("/jobs/pim-image-sync", dependencies=KeyRequired, summary="Start the image sync")
+def pim_image_sync(request: Request) -> Response:
+    config = request.app.state.config
+    outcome = start_job(config.home, config.serve.serve_pim_cooldown_s)
+    if isinstance(outcome, Cooling):
+        raise rate_limited(outcome.retry_after_s, "An image sync started recently")
+    body = {
+        "success": True,
+        "jobId": outcome.job_id,
+        "status": "started",
+        "startedAt": format_datetime(outcome.started_at),
+    }
+    return Response(content=dumps(body), media_type="application/json")

@@ -1,0 +1,57 @@
+"""The warehouse family: /warehouse/v1.0 (digital assets, submittal data)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from ductwork.contract import envelopes, params, paths
+from ductwork.contract.encoding import epoch_micros, format_datetime
+from ductwork.contract.errors import invalid, not_found
+from serve.deps import SnapshotDep, require_key
+from serve.responses import json_answer
+
+router = APIRouter(
+    prefix=paths.WAREHOUSE_PREFIX, tags=["warehouse"], dependencies=[Depends(require_key)]
+)
+
+
+@router.get("/digital-assets", summary="Digital assets by (updatedAt, assetId)")
+def list_digital_assets(
+    request: Request,
+    state: SnapshotDep,
+    page: Annotated[str | None, Query(description="Page number, from 1.")] = None,
+    count: Annotated[str | None, Query(description="Page size, 1 to 1000.")] = None,
+    updated_after: Annotated[
+        str | None, Query(alias="updatedAfter", description="RFC 3339; strictly later.")
+    ] = None,
+) -> Response:
+    number, size = params.read_page(page), params.read_count(count)
+    after = params.read_datetime("updatedAfter", updated_after)
+    listing = state.digital_assets
+    first = 0 if after is None else listing.after_time(epoch_micros(after))
+    start, end = params.page_bounds(number, size)
+    records = listing.records(first + start, min(first + end, len(listing)))
+    body = envelopes.warehouse_list(
+        records,
+        params.pagination(number, size, len(listing) - first),
+        {"updatedAfter": None if after is None else format_datetime(after)},
+    )
+    return json_answer(request, state, body)
+
+
+@router.get("/submittal-data", summary="Submittal data for an indoor and/or outdoor SRN")
+def submittal_data(
+    request: Request,
+    state: SnapshotDep,
+    idu: Annotated[str | None, Query(description="Indoor unit SRN.")] = None,
+    odu: Annotated[str | None, Query(description="Outdoor unit SRN.")] = None,
+) -> Response:
+    idu, odu = idu or None, odu or None
+    if idu is None and odu is None:
+        raise invalid("idu", "idu or odu is required")
+    record = state.small.submittals.get((idu, odu))
+    if record is None:
+        raise not_found("No submittal data for this combination", empty_data={})
+    return json_answer(request, state, envelopes.product_lookup(record))

@@ -1,0 +1,115 @@
+"""Shared fixtures: a real sandbox upstream, a synced data folder and the read API over it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_duckdb import DuckDBResource
+from moto.server import ThreadedMotoServer
+from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
+
+from ductwork.local_server import serving
+from ductwork.settings import HomeSettings
+from pipelines.resources import DataHome, ObjectStore, UpstreamResource
+from serve.api_keys import KeyStore
+from serve.app import create_app
+
+UPSTREAM_KEY = "upstream-secret-key-for-tests"
+SEED = 20261122
+BUCKET = "ductwork-tests"
+# moto accepts any credentials; boto3 only needs some to sign with.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+@dataclass(frozen=True)
+class ObjectStoreServer:
+    """moto's S3 server on loopback, with the test bucket created and seeded with manuals."""
+
+    endpoint_url: str
+    bucket: str
+
+    def resource(self) -> ObjectStore:
+        """The Dagster resource pointing at it."""
+        return ObjectStore(bucket=self.bucket, endpoint_url=self.endpoint_url)
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[ObjectStoreServer]:
+    """A real S3 endpoint (moto server) for the sandbox and the sync alike."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    store = ObjectStoreServer(f"http://{host}:{port}", BUCKET)
+    client = store.resource().client()
+    client.create_bucket(Bucket=BUCKET)
+    seed_manuals(client, BUCKET, SEED, 25)
+    yield store
+    server.stop()
+
+
+def resources_for(
+    home: Path, upstream_url: str, store: ObjectStoreServer, api_key: str = UPSTREAM_KEY
+) -> dict:
+    """The resources a test sync runs with: real upstream, S3 and a DuckDB file under ``home``."""
+    settings = HomeSettings(home=home)
+    return {
+        "upstream": UpstreamResource(base_url=upstream_url, api_key=api_key, concurrency=8),
+        "warehouse": DuckDBResource(database=str(settings.warehouse_path)),
+        "data_home": DataHome(path=str(settings.home)),
+        "object_store": store.resource(),
+    }
+
+
+@pytest.fixture(scope="session")
+def upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
+    """The sandbox upstream at small scale, on a free loopback port, listing the same bucket."""
+    with running_sandbox(
+        seed=SEED,
+        scale="small",
+        api_key=UPSTREAM_KEY,
+        s3_endpoint_url=object_store.endpoint_url,
+        s3_bucket=object_store.bucket,
+    ) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def synced_home(
+    upstream: SandboxHandle,
+    object_store: ObjectStoreServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """A data folder after one full sync of every stream, with a published snapshot."""
+    from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
+
+    home = tmp_path_factory.mktemp("synced")
+    result = dg.materialize(
+        [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
+        resources=resources_for(home, upstream.url, object_store),
+    )
+    assert result.success
+    return home
+
+
+@dataclass(frozen=True)
+class ReadApi:
+    """The read API on a real loopback server, with a key of every scope."""
+
+    url: str
+    key: str
+    home: Path
+
+
+@pytest.fixture(scope="session")
+def read_api(synced_home: Path) -> Iterator[ReadApi]:
+    """The read API over the synced data folder."""
+    settings = HomeSettings(home=synced_home)
+    key = KeyStore(settings.keys_path).create("tests")
+    with serving(create_app(settings)) as url:
+        yield ReadApi(url, key, synced_home)
