@@ -102,6 +102,9 @@ class ServeSettings(_Base):
     serve_indoor_models_per_second: int = Field(
         default=5, ge=1, description="Key-less indoor-models calls per client address per second."
     )
+    serve_cors_origins: list[str] = Field(
+        default_factory=list, description="Origins allowed by CORS (JSON list); none by default."
+    )
     serve_pim_cooldown_s: float = Field(
         default=300.0, ge=0, description="Seconds before another pim-image-sync may start."
     )

@@ -7,15 +7,18 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.middleware.gzip import GZipMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, not_found
 from ductwork.settings import HomeSettings, ServeSettings, load
 from serve.api_keys import KeyStore
 from serve.live_snapshot import LiveSnapshot
+from serve.observability import Metrics, RequestTelemetry
 from serve.rate_limit import SlidingWindowLimit
 from serve.responses import error_response
-from serve.routers import crm, internal, products, warehouse
+from serve.routers import crm, health, internal, products, warehouse
 
 log = logging.getLogger("ductwork.serve")
 
@@ -45,6 +48,18 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
     _install_error_handlers(app)
     for family in (products, warehouse, crm, internal):
         app.include_router(family.router)
+    app.include_router(health.router)
+    app.state.metrics = Metrics()
+    if serve.serve_cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=serve.serve_cors_origins,
+            allow_methods=["GET"],
+            allow_headers=["Authorization", "If-None-Match", "X-Request-ID"],
+            expose_headers=["ETag", "X-Request-ID", "X-Snapshot-Version", "Retry-After"],
+        )
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
     return app
 
 

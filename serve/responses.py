@@ -11,7 +11,12 @@ from serve.live_snapshot import ServingState
 
 def json_answer(request: Request, state: ServingState, body: bytes) -> Response:
     """200 with ``body``, or 304 when the caller already holds this snapshot's answer."""
-    headers = {"ETag": state.etag, "X-Snapshot-Version": state.version}
+    headers = {
+        "ETag": state.etag,
+        "X-Snapshot-Version": state.version,
+        # Keyed data: only the caller may keep it, and must revalidate (cheaply, by ETag).
+        "Cache-Control": "private, no-cache",
+    }
     if request.headers.get("if-none-match") == state.etag:
         return Response(status_code=304, headers=headers)
     return Response(content=body, media_type=JSON, headers=headers)

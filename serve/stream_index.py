@@ -79,7 +79,7 @@ def load_list(
     """Read the sort keys of a numbered serving table."""
     id_part = ", id" if with_ids else ""
     query = f"SELECT {key_column}{id_part} FROM {table} ORDER BY pos"
-    table_arrow = reader.cursor().execute(query).to_arrow_table()
+    table_arrow = reader.cursor().sql(query).to_arrow_table()
     keys = table_arrow.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     ids = table_arrow.column(1).to_pylist() if with_ids else None
     return PositionedList(reader, table, keys, ids)

@@ -1,7 +1,7 @@
-"""Every catalog path answers the same on the sandbox upstream and on the read API.
+"""Every path answers the same on the sandbox upstream and on the read API.
 
 Bodies are compared as parsed JSON (so key order aside) together with status codes, across full
-list traversals, every lookup, filters in odd casing, pairings filters, bad inputs and keys.
+list traversals, every lookup, filters in odd casing, cursor walks, bad inputs and keys.
 """
 
 from __future__ import annotations
@@ -15,7 +15,18 @@ import pytest
 from sandbox.server import SandboxHandle
 
 from ductwork.contract.encoding import loads, quote_sku
-from ductwork.contract.paths import PAIRINGS_LIST, PRODUCTS_LIST, UNITS_RESOLVER, unit_path
+from ductwork.contract.paths import (
+    CONTRACTORS,
+    INDOOR_MODELS,
+    INTERNAL_DIGITAL_ASSETS,
+    LEADS,
+    PAIRINGS_LIST,
+    PRODUCTS_LIST,
+    SUBMITTAL_DATA,
+    UNITS_RESOLVER,
+    WAREHOUSE_DIGITAL_ASSETS,
+    unit_path,
+)
 from ductwork.contract.paths import UNIT_SLUGS as SLUGS
 from tests.conftest import ReadApi
 
@@ -192,5 +203,129 @@ def test_missing_and_wrong_keys_answer_401_alike(
         (PAIRINGS_LIST, {"relType": "Bogus"}),
         (f"{PAIRINGS_LIST}/1", {}),
         *((unit_path(slug), {}) for slug in SLUGS),
+    ]
+    _compare_all(upstream, read_api, requests, keys)
+
+
+def _get(upstream: SandboxHandle, path: str, **query: str | int) -> dict:
+    headers = {"Authorization": f"Bearer {upstream.api_key}"}
+    return httpx.get(upstream.url + path, params=query, headers=headers, timeout=30).json()
+
+
+def _all_assets(upstream: SandboxHandle) -> list[dict]:
+    assets: list[dict] = []
+    for path, query in _all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000):
+        assets += _get(upstream, path, **query)["data"]
+    return assets
+
+
+def test_digital_asset_pages_and_updated_after_ties_match(
+    upstream: SandboxHandle, read_api: ReadApi
+) -> None:
+    assets = _all_assets(upstream)
+    stamps = [asset["updatedAt"] for asset in assets]
+    busiest = max(set(stamps), key=stamps.count)
+    assert stamps.count(busiest) > 1, "the sandbox should share updatedAt between assets"
+    requests: list[Request] = _all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
+    requests += [(WAREHOUSE_DIGITAL_ASSETS, {}), (WAREHOUSE_DIGITAL_ASSETS, {"page": 3})]
+    rng = random.Random(3)
+    for stamp in [busiest, stamps[0], stamps[-1], *rng.sample(stamps, 10)]:
+        requests.append((WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": stamp, "count": 1000}))
+        offset = stamp.replace("Z", "+00:00")
+        requests.append((WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": offset, "count": 7}))
+    requests += [
+        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01T02:00:00.1234567+02:00"}),
+        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01"}),
+        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01T00:00:00"}),
+        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "yesterday"}),
+        (WAREHOUSE_DIGITAL_ASSETS, {"count": 0}),
+        (WAREHOUSE_DIGITAL_ASSETS, {"page": "0"}),
+        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2999-01-01T00:00:00Z"}),
+    ]
+    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+
+
+def test_every_submittal_pair_matches(upstream: SandboxHandle, read_api: ReadApi) -> None:
+    requests: list[Request] = []
+    for path, query in _all_pages(upstream, PAIRINGS_LIST, 1000):
+        for pairing in _get(upstream, path, **query)["data"]["pairings"]:
+            srns = [p["srn"] for p in pairing["products"]]
+            if pairing["relType"] == "Pairing":
+                requests.append((SUBMITTAL_DATA, {"idu": srns[0], "odu": srns[1]}))
+                requests.append((SUBMITTAL_DATA, {"idu": srns[0]}))
+            elif pairing["relType"] == "Standalone":
+                requests.append((SUBMITTAL_DATA, {"idu": srns[0]}))
+                requests.append((SUBMITTAL_DATA, {"odu": srns[0]}))
+    requests += [(SUBMITTAL_DATA, {}), (SUBMITTAL_DATA, {"idu": "nope", "odu": "nope"})]
+    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+
+
+def _walk_requests(upstream: SandboxHandle, count: int, **query: str) -> list[Request]:
+    """The requests of a full cursor walk of the lead list, as the upstream answers it."""
+    requests: list[Request] = []
+    params: dict[str, str | int] = {"count": count, **query}
+    while True:
+        requests.append((LEADS, dict(params)))
+        page = _get(upstream, LEADS, **params)["data"]
+        if len(page) < count:
+            return requests
+        params["cursorCreatedDate"] = page[-1]["CreatedDate"]
+        params["cursorId"] = page[-1]["Id"]
+
+
+def test_full_lead_cursor_walks_projections_and_created_after_match(
+    upstream: SandboxHandle, read_api: ReadApi
+) -> None:
+    requests = _walk_requests(upstream, 1000)
+    assert len(requests) > 5
+    first = _get(upstream, LEADS, count=1000)["data"]
+    dates = [lead["CreatedDate"] for lead in first]
+    shared = max(set(dates), key=dates.count)
+    requests += _walk_requests(upstream, 1000, createdAfter=dates[len(dates) // 2])[:3]
+    requests += _walk_requests(upstream, 250, fields="Status,Name")[:4]
+    requests += _walk_requests(upstream, 1000, fields="LeadSource, StateCode,Id")[:2]
+    requests += [
+        (LEADS, {}),
+        (LEADS, {"createdAfter": shared, "count": 50}),
+        (LEADS, {"cursorCreatedDate": shared, "cursorId": first[0]["Id"], "count": 20}),
+        (LEADS, {"cursorCreatedDate": shared}),
+        (LEADS, {"cursorId": first[0]["Id"]}),
+        (LEADS, {"fields": "Status,NoSuchField"}),
+        (LEADS, {"createdAfter": "2026-02-30T00:00:00Z"}),
+        (LEADS, {"count": 0}),
+        (LEADS, {"count": 1001}),
+    ]
+    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+
+
+def test_lead_details_match(upstream: SandboxHandle, read_api: ReadApi) -> None:
+    leads = _get(upstream, LEADS, count=1000)["data"]
+    requests: list[Request] = [(f"{LEADS}/{quote_sku(lead['Id'])}", {}) for lead in leads]
+    requests += [(f"{LEADS}/no-such-lead", {})]
+    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+
+
+def test_internal_lists_match(upstream: SandboxHandle, read_api: ReadApi) -> None:
+    requests: list[Request] = [
+        (CONTRACTORS, {}),
+        (INDOOR_MODELS, {}),
+        (INTERNAL_DIGITAL_ASSETS, {}),
+        ("/internal/v1.0/no-such-path", {}),
+    ]
+    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+
+
+@pytest.mark.parametrize("keys", [("", ""), ("wrong-key", "wrong-key")], ids=["missing", "wrong"])
+def test_every_family_answers_401_in_its_own_style(
+    upstream: SandboxHandle, read_api: ReadApi, keys: tuple[str, str]
+) -> None:
+    requests: list[Request] = [
+        (WAREHOUSE_DIGITAL_ASSETS, {}),
+        (SUBMITTAL_DATA, {"idu": "x"}),
+        (LEADS, {}),
+        (f"{LEADS}/x", {}),
+        (CONTRACTORS, {}),
+        (INTERNAL_DIGITAL_ASSETS, {}),
+        ("/internal/v1.0/jobs/pim-image-sync", {}),
     ]
     _compare_all(upstream, read_api, requests, keys)

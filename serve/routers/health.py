@@ -1,0 +1,40 @@
+"""Liveness, readiness (with the snapshot's age) and Prometheus metrics."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ductwork.contract.encoding import dumps
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="The process answers")
+async def healthz() -> Response:
+    return Response(content=b'{"status":"ok"}', media_type="application/json")
+
+
+@router.get("/readyz", summary="A snapshot is loaded; its version and age")
+async def readyz(request: Request) -> Response:
+    state = request.app.state.live.get()
+    if state is None:
+        body = {"status": "no snapshot published yet"}
+        return Response(content=dumps(body), status_code=503, media_type="application/json")
+    body = {
+        "status": "ready",
+        "snapshot": state.version,
+        "age_seconds": round(time.time() - state.published_at, 3),
+    }
+    return Response(content=dumps(body), media_type="application/json")
+
+
+@router.get("/metrics", summary="Prometheus metrics of this worker")
+async def metrics(request: Request) -> Response:
+    state = request.app.state.live.get()
+    gauge = request.app.state.metrics.snapshot_age
+    gauge.set(time.time() - state.published_at if state is not None else float("nan"))
+    body = generate_latest(request.app.state.metrics.registry)
+    return Response(content=body, media_type=CONTENT_TYPE_LATEST)
