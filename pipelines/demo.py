@@ -86,9 +86,8 @@ def run_demo(options: argparse.Namespace) -> int:
 
 def _seed_bucket(s3_url: str, seed: int) -> None:
     """Create the demo bucket and put some manuals in it, as the upstream's store holds."""
-    from sandbox.server import seed_manuals
-
     from pipelines.resources import ObjectStore
+    from sandbox.server import seed_manuals
 
     client = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
     client.create_bucket(Bucket=BUCKET)

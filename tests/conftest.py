@@ -11,11 +11,11 @@ import dagster as dg
 import pytest
 from dagster_duckdb import DuckDBResource
 from moto.server import ThreadedMotoServer
-from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
 
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
 from pipelines.resources import DataHome, ObjectStore, UpstreamResource
+from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
 from serve.api_keys import KeyStore
 from serve.app import create_app
 

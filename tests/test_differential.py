@@ -6,15 +6,12 @@ list traversals, every lookup, filters in odd casing, cursor walks, bad inputs a
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import Iterable
 
 import httpx
 import pytest
-from sandbox.server import SandboxHandle
 
-from ductwork.contract.encoding import loads, quote_sku
+from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import (
     CONTRACTORS,
     INDOOR_MODELS,
@@ -28,66 +25,18 @@ from ductwork.contract.paths import (
     unit_path,
 )
 from ductwork.contract.paths import UNIT_SLUGS as SLUGS
+from sandbox.server import SandboxHandle
 from tests.conftest import ReadApi
-
-Request = tuple[str, dict[str, str | int]]
-
-
-def _compare_all(
-    upstream: SandboxHandle, api: ReadApi, requests: Iterable[Request], keys: tuple[str, str]
-) -> int:
-    """Send each request to both servers; assert equal status, content type and JSON body."""
-    requests = list(requests)
-
-    async def one(client: httpx.AsyncClient, base: str, key: str, req: Request) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return await client.get(base + req[0], params=req[1], headers=headers)
-
-    async def run() -> None:
-        limits = httpx.Limits(max_connections=8)
-        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-            for start in range(0, len(requests), 200):
-                chunk = requests[start : start + 200]
-                theirs = await asyncio.gather(
-                    *(one(client, upstream.url, keys[0], r) for r in chunk)
-                )
-                ours = await asyncio.gather(*(one(client, api.url, keys[1], r) for r in chunk))
-                for req, a, b in zip(chunk, theirs, ours, strict=True):
-                    where = f"GET {req[0]} {req[1]}"
-                    assert b.status_code == a.status_code, where
-                    assert b.headers["content-type"] == a.headers["content-type"], where
-                    assert loads(b.content) == loads(a.content), where
-                    if a.status_code == 401:
-                        assert b.headers.get("www-authenticate") == "Bearer", where
-
-    asyncio.run(run())
-    return len(requests)
-
-
-def _both_keys(upstream: SandboxHandle, api: ReadApi) -> tuple[str, str]:
-    return upstream.api_key, api.key
-
-
-def _all_pages(upstream: SandboxHandle, path: str, count: int) -> list[Request]:
-    body = httpx.get(
-        upstream.url + path,
-        params={"count": count},
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-    ).json()
-    pagination = body.get("pagination") or body["data"]["pagination"]
-    return [(path, {"count": count, "page": p}) for p in range(1, pagination["totalPages"] + 2)]
-
-
-def _unit_records(upstream: SandboxHandle, slug: str) -> list[dict]:
-    records: list[dict] = []
-    for path, query in _all_pages(upstream, unit_path(slug), 1000):
-        body = httpx.get(
-            upstream.url + path,
-            params=query,
-            headers={"Authorization": f"Bearer {upstream.api_key}"},
-        ).json()
-        records += body["data"]
-    return records
+from tests.differential import (
+    Request,
+    all_assets,
+    all_pages,
+    both_keys,
+    compare_all,
+    get_json,
+    unit_records,
+    walk_requests,
+)
 
 
 def test_full_traversals_of_every_catalog_list_match(
@@ -95,11 +44,11 @@ def test_full_traversals_of_every_catalog_list_match(
 ) -> None:
     requests: list[Request] = []
     for path in [PRODUCTS_LIST, PAIRINGS_LIST, *(unit_path(s) for s in SLUGS)]:
-        requests += _all_pages(upstream, path, 1000)
-        requests += _all_pages(upstream, path, 137)[:3]
+        requests += all_pages(upstream, path, 1000)
+        requests += all_pages(upstream, path, 137)[:3]
     requests += [(PRODUCTS_LIST, {"category": slug, "count": 500}) for slug in SLUGS]
     requests += [(PRODUCTS_LIST, {}), (PAIRINGS_LIST, {}), (unit_path(SLUGS[0]), {"page": 2})]
-    assert _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api)) > 20
+    assert compare_all(upstream, read_api, requests, both_keys(upstream, read_api)) > 20
 
 
 def test_every_lookup_on_its_type_a_wrong_type_and_the_resolver_matches(
@@ -109,7 +58,7 @@ def test_every_lookup_on_its_type_a_wrong_type_and_the_resolver_matches(
     odd_skus = 0
     for index, slug in enumerate(SLUGS):
         wrong = SLUGS[(index + 1) % len(SLUGS)]
-        for record in _unit_records(upstream, slug):
+        for record in unit_records(upstream, slug):
             sku = record["sku"]
             odd_skus += any(c in sku for c in " +#%") or not sku.isascii()
             requests.append((record["_links"]["self"]["href"], {}))
@@ -121,7 +70,7 @@ def test_every_lookup_on_its_type_a_wrong_type_and_the_resolver_matches(
         (f"{unit_path(SLUGS[0])}/a%2Fb", {}),
         (f"{UNITS_RESOLVER}/{'x' * 300}", {}),
     ]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 def _odd_case(text: str, rng: random.Random) -> str:
@@ -132,7 +81,7 @@ def test_filters_in_odd_casing_match(upstream: SandboxHandle, read_api: ReadApi)
     rng = random.Random(5)
     requests: list[Request] = []
     for slug in SLUGS:
-        records = _unit_records(upstream, slug)
+        records = unit_records(upstream, slug)
         for record in rng.sample(records, min(8, len(records))):
             series = record["series"]["name"]
             family = record["family"]["name"]
@@ -145,7 +94,7 @@ def test_filters_in_odd_casing_match(upstream: SandboxHandle, read_api: ReadApi)
                 (unit_path(slug), {"series.name": series, "family.name": family, "brand": brand}),
             ]
         requests.append((unit_path(slug), {"brand": "no such brand"}))
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 def test_pairings_filters_and_single_pairings_match(
@@ -153,7 +102,7 @@ def test_pairings_filters_and_single_pairings_match(
 ) -> None:
     headers = {"Authorization": f"Bearer {upstream.api_key}"}
     pairings = []
-    for path, query in _all_pages(upstream, PAIRINGS_LIST, 1000):
+    for path, query in all_pages(upstream, PAIRINGS_LIST, 1000):
         pairings += httpx.get(upstream.url + path, params=query, headers=headers).json()["data"][
             "pairings"
         ]
@@ -167,7 +116,7 @@ def test_pairings_filters_and_single_pairings_match(
     for rel_type in ("Pairing", "Standalone", "Combinations"):
         requests.append((PAIRINGS_LIST, {"relType": rel_type, "count": 1000}))
     requests += [(f"{PAIRINGS_LIST}/999999999", {}), (PAIRINGS_LIST, {"sku": "nothing"})]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 BAD_INPUTS: list[Request] = [
@@ -189,7 +138,7 @@ BAD_INPUTS: list[Request] = [
 
 
 def test_bad_inputs_answer_the_same_errors(upstream: SandboxHandle, read_api: ReadApi) -> None:
-    _compare_all(upstream, read_api, BAD_INPUTS, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, BAD_INPUTS, both_keys(upstream, read_api))
 
 
 @pytest.mark.parametrize("keys", [("", ""), ("wrong-key", "wrong-key")], ids=["missing", "wrong"])
@@ -204,29 +153,17 @@ def test_missing_and_wrong_keys_answer_401_alike(
         (f"{PAIRINGS_LIST}/1", {}),
         *((unit_path(slug), {}) for slug in SLUGS),
     ]
-    _compare_all(upstream, read_api, requests, keys)
-
-
-def _get(upstream: SandboxHandle, path: str, **query: str | int) -> dict:
-    headers = {"Authorization": f"Bearer {upstream.api_key}"}
-    return httpx.get(upstream.url + path, params=query, headers=headers, timeout=30).json()
-
-
-def _all_assets(upstream: SandboxHandle) -> list[dict]:
-    assets: list[dict] = []
-    for path, query in _all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000):
-        assets += _get(upstream, path, **query)["data"]
-    return assets
+    compare_all(upstream, read_api, requests, keys)
 
 
 def test_digital_asset_pages_and_updated_after_ties_match(
     upstream: SandboxHandle, read_api: ReadApi
 ) -> None:
-    assets = _all_assets(upstream)
+    assets = all_assets(upstream)
     stamps = [asset["updatedAt"] for asset in assets]
     busiest = max(set(stamps), key=stamps.count)
     assert stamps.count(busiest) > 1, "the sandbox should share updatedAt between assets"
-    requests: list[Request] = _all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
+    requests: list[Request] = all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
     requests += [(WAREHOUSE_DIGITAL_ASSETS, {}), (WAREHOUSE_DIGITAL_ASSETS, {"page": 3})]
     rng = random.Random(3)
     for stamp in [busiest, stamps[0], stamps[-1], *rng.sample(stamps, 10)]:
@@ -242,13 +179,13 @@ def test_digital_asset_pages_and_updated_after_ties_match(
         (WAREHOUSE_DIGITAL_ASSETS, {"page": "0"}),
         (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2999-01-01T00:00:00Z"}),
     ]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 def test_every_submittal_pair_matches(upstream: SandboxHandle, read_api: ReadApi) -> None:
     requests: list[Request] = []
-    for path, query in _all_pages(upstream, PAIRINGS_LIST, 1000):
-        for pairing in _get(upstream, path, **query)["data"]["pairings"]:
+    for path, query in all_pages(upstream, PAIRINGS_LIST, 1000):
+        for pairing in get_json(upstream, path, **query)["data"]["pairings"]:
             srns = [p["srn"] for p in pairing["products"]]
             if pairing["relType"] == "Pairing":
                 requests.append((SUBMITTAL_DATA, {"idu": srns[0], "odu": srns[1]}))
@@ -257,33 +194,20 @@ def test_every_submittal_pair_matches(upstream: SandboxHandle, read_api: ReadApi
                 requests.append((SUBMITTAL_DATA, {"idu": srns[0]}))
                 requests.append((SUBMITTAL_DATA, {"odu": srns[0]}))
     requests += [(SUBMITTAL_DATA, {}), (SUBMITTAL_DATA, {"idu": "nope", "odu": "nope"})]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
-
-
-def _walk_requests(upstream: SandboxHandle, count: int, **query: str) -> list[Request]:
-    """The requests of a full cursor walk of the lead list, as the upstream answers it."""
-    requests: list[Request] = []
-    params: dict[str, str | int] = {"count": count, **query}
-    while True:
-        requests.append((LEADS, dict(params)))
-        page = _get(upstream, LEADS, **params)["data"]
-        if len(page) < count:
-            return requests
-        params["cursorCreatedDate"] = page[-1]["CreatedDate"]
-        params["cursorId"] = page[-1]["Id"]
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 def test_full_lead_cursor_walks_projections_and_created_after_match(
     upstream: SandboxHandle, read_api: ReadApi
 ) -> None:
-    requests = _walk_requests(upstream, 1000)
+    requests = walk_requests(upstream, 1000)
     assert len(requests) > 5
-    first = _get(upstream, LEADS, count=1000)["data"]
+    first = get_json(upstream, LEADS, count=1000)["data"]
     dates = [lead["CreatedDate"] for lead in first]
     shared = max(set(dates), key=dates.count)
-    requests += _walk_requests(upstream, 1000, createdAfter=dates[len(dates) // 2])[:3]
-    requests += _walk_requests(upstream, 250, fields="Status,Name")[:4]
-    requests += _walk_requests(upstream, 1000, fields="LeadSource, StateCode,Id")[:2]
+    requests += walk_requests(upstream, 1000, createdAfter=dates[len(dates) // 2])[:3]
+    requests += walk_requests(upstream, 250, fields="Status,Name")[:4]
+    requests += walk_requests(upstream, 1000, fields="LeadSource, StateCode,Id")[:2]
     requests += [
         (LEADS, {}),
         (LEADS, {"createdAfter": shared, "count": 50}),
@@ -295,14 +219,14 @@ def test_full_lead_cursor_walks_projections_and_created_after_match(
         (LEADS, {"count": 0}),
         (LEADS, {"count": 1001}),
     ]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 def test_lead_details_match(upstream: SandboxHandle, read_api: ReadApi) -> None:
-    leads = _get(upstream, LEADS, count=1000)["data"]
+    leads = get_json(upstream, LEADS, count=1000)["data"]
     requests: list[Request] = [(f"{LEADS}/{quote_sku(lead['Id'])}", {}) for lead in leads]
     requests += [(f"{LEADS}/no-such-lead", {})]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 def test_internal_lists_match(upstream: SandboxHandle, read_api: ReadApi) -> None:
@@ -312,7 +236,7 @@ def test_internal_lists_match(upstream: SandboxHandle, read_api: ReadApi) -> Non
         (INTERNAL_DIGITAL_ASSETS, {}),
         ("/internal/v1.0/no-such-path", {}),
     ]
-    _compare_all(upstream, read_api, requests, _both_keys(upstream, read_api))
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
 @pytest.mark.parametrize("keys", [("", ""), ("wrong-key", "wrong-key")], ids=["missing", "wrong"])
@@ -328,4 +252,4 @@ def test_every_family_answers_401_in_its_own_style(
         (INTERNAL_DIGITAL_ASSETS, {}),
         ("/internal/v1.0/jobs/pim-image-sync", {}),
     ]
-    _compare_all(upstream, read_api, requests, keys)
+    compare_all(upstream, read_api, requests, keys)

@@ -1,0 +1,124 @@
+"""Comparing the read API with the upstream: requests sent to both, answers that must agree."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Protocol
+
+import httpx
+
+from ductwork.contract.encoding import loads
+from ductwork.contract.paths import (
+    INTERNAL_DIGITAL_ASSETS,
+    LEADS,
+    PAIRINGS_LIST,
+    PRODUCTS_LIST,
+    UNIT_SLUGS,
+    WAREHOUSE_DIGITAL_ASSETS,
+    unit_path,
+)
+from sandbox.server import SandboxHandle
+
+
+class Server(Protocol):
+    """The read API under test: its base URL and a key."""
+
+    url: str
+    key: str
+
+
+Request = tuple[str, dict[str, str | int]]
+
+
+def compare_all(
+    upstream: SandboxHandle, api: Server, requests: Iterable[Request], keys: tuple[str, str]
+) -> int:
+    """Send each request to both servers; assert equal status, content type and JSON body."""
+    requests = list(requests)
+
+    async def one(client: httpx.AsyncClient, base: str, key: str, req: Request) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return await client.get(base + req[0], params=req[1], headers=headers)
+
+    async def run() -> None:
+        limits = httpx.Limits(max_connections=8)
+        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+            for start in range(0, len(requests), 200):
+                chunk = requests[start : start + 200]
+                theirs = await asyncio.gather(
+                    *(one(client, upstream.url, keys[0], r) for r in chunk)
+                )
+                ours = await asyncio.gather(*(one(client, api.url, keys[1], r) for r in chunk))
+                for req, a, b in zip(chunk, theirs, ours, strict=True):
+                    where = f"GET {req[0]} {req[1]}"
+                    assert b.status_code == a.status_code, where
+                    assert b.headers["content-type"] == a.headers["content-type"], where
+                    assert loads(b.content) == loads(a.content), where
+                    if a.status_code == 401:
+                        assert b.headers.get("www-authenticate") == "Bearer", where
+
+    asyncio.run(run())
+    return len(requests)
+
+
+def both_keys(upstream: SandboxHandle, api: Server) -> tuple[str, str]:
+    return upstream.api_key, api.key
+
+
+def all_pages(upstream: SandboxHandle, path: str, count: int) -> list[Request]:
+    body = httpx.get(
+        upstream.url + path,
+        params={"count": count},
+        headers={"Authorization": f"Bearer {upstream.api_key}"},
+    ).json()
+    pagination = body.get("pagination") or body["data"]["pagination"]
+    return [(path, {"count": count, "page": p}) for p in range(1, pagination["totalPages"] + 2)]
+
+
+def unit_records(upstream: SandboxHandle, slug: str) -> list[dict]:
+    records: list[dict] = []
+    for path, query in all_pages(upstream, unit_path(slug), 1000):
+        body = httpx.get(
+            upstream.url + path,
+            params=query,
+            headers={"Authorization": f"Bearer {upstream.api_key}"},
+        ).json()
+        records += body["data"]
+    return records
+
+
+def get_json(upstream: SandboxHandle, path: str, **query: str | int) -> dict:
+    headers = {"Authorization": f"Bearer {upstream.api_key}"}
+    return httpx.get(upstream.url + path, params=query, headers=headers, timeout=30).json()
+
+
+def all_assets(upstream: SandboxHandle) -> list[dict]:
+    assets: list[dict] = []
+    for path, query in all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000):
+        assets += get_json(upstream, path, **query)["data"]
+    return assets
+
+
+def walk_requests(upstream: SandboxHandle, count: int, **query: str) -> list[Request]:
+    """The requests of a full cursor walk of the lead list, as the upstream answers it."""
+    requests: list[Request] = []
+    params: dict[str, str | int] = {"count": count, **query}
+    while True:
+        requests.append((LEADS, dict(params)))
+        page = get_json(upstream, LEADS, **params)["data"]
+        if len(page) < count:
+            return requests
+        params["cursorCreatedDate"] = page[-1]["CreatedDate"]
+        params["cursorId"] = page[-1]["Id"]
+
+
+def mirror_requests(upstream: SandboxHandle) -> list[Request]:
+    """Full traversals of every list: what "the mirror equals the upstream" compares."""
+    requests: list[Request] = []
+    for path in [PRODUCTS_LIST, PAIRINGS_LIST, *(unit_path(s) for s in UNIT_SLUGS)]:
+        requests += all_pages(upstream, path, 1000)
+    requests += all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
+    requests += walk_requests(upstream, 1000)
+    requests.append((INTERNAL_DIGITAL_ASSETS, {}))
+    return requests
