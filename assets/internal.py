@@ -21,14 +21,14 @@ from assets.loading import (
     text_or_none,
     timestamp_or_none,
 )
-from ductwork.contract.encoding import dumps, format_datetime, loads
+from ductwork.contract.encoding import dumps, loads
+from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
 from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS, PIM_IMAGE_SYNC, UNIT_SLUGS
 from pipelines.resources import ObjectStore, UpstreamResource
 from pipelines.upstream_client import UpstreamClient
 
 GROUP = "internal"
 TS = pa.timestamp("us", tz="UTC")
-MANUALS_PREFIX = "manuals/"
 
 
 def _number(value: object) -> float | None:
@@ -223,11 +223,11 @@ def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg
                     "url": object_store.object_url(key),
                 })  # fmt: skip
         for row in listed:
-            row["record"] = dumps({
-                "key": row["key"], "url": row["url"], "sizeBytes": row["size_bytes"],
-                "lastModified": format_datetime(row["last_modified"]), "etag": row["etag"],
-                "contentType": row["content_type"],
-            }).decode()  # fmt: skip
+            item = manual_item(
+                row["key"], row["url"], row["size_bytes"], row["last_modified"], row["etag"],
+                row["content_type"],
+            )  # fmt: skip
+            row["record"] = dumps(item).decode()
             row["synced_at"] = datetime.now(UTC)
         table = pa.Table.from_pylist(listed, schema=MANUAL_SCHEMA)
         replace_rows(con, Replacement("manuals", table))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from ductwork.contract.manuals import object_url
 from ductwork.settings import HomeSettings, S3Settings, UpstreamTuning, load
 from pipelines.upstream_client import RetryRules, UpstreamClient
 
@@ -80,5 +80,5 @@ class ObjectStore(dg.ConfigurableResource):
 
     def object_url(self, key: str) -> str:
         """The path-style URL of an object: ``<endpoint>/<bucket>/<key>``, key percent-encoded."""
-        base = (self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com").rstrip("/")
-        return f"{base}/{self.bucket}/{quote(key, safe='/')}"
+        base = self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com"
+        return object_url(base, self.bucket, key)

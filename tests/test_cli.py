@@ -1,0 +1,87 @@
+"""The ``ductwork`` command as an operator uses it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from sandbox.server import SandboxHandle
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+
+ROOT = Path(__file__).parent.parent
+
+
+def ductwork(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def sync_env(home: Path, upstream: SandboxHandle, store: ObjectStoreServer, key: str) -> dict:
+    return {
+        **os.environ,
+        "DUCTWORK_HOME": str(home),
+        "DUCTWORK_UPSTREAM_URL": upstream.url,
+        "DUCTWORK_UPSTREAM_API_KEY": key,
+        "DUCTWORK_S3_ENDPOINT_URL": store.endpoint_url,
+        "DUCTWORK_S3_BUCKET": store.bucket,
+    }
+
+
+def test_sync_command_records_its_run_in_the_instance_and_exits_zero(
+    upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    env = sync_env(tmp_path, upstream, object_store, UPSTREAM_KEY)
+    done = ductwork("sync", "--select", "group:catalog", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    os.environ["DAGSTER_HOME"] = str(tmp_path / "dagster")
+    try:
+        with dg.DagsterInstance.get() as instance:
+            runs = instance.get_runs()
+    finally:
+        del os.environ["DAGSTER_HOME"]
+    assert [run.job_name for run in runs] == ["sync_all"]
+    assert runs[0].status == dg.DagsterRunStatus.SUCCESS
+    assert (tmp_path / "snapshots" / "CURRENT").exists()
+
+    query = ductwork("sql", "SELECT count(*) AS n FROM units", "--format", "csv", env=env)
+    assert query.returncode == 0
+    assert int(query.stdout.splitlines()[1]) > 0
+
+
+def test_sync_with_a_wrong_key_exits_one_with_a_clear_message_and_no_secret(
+    upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    wrong = "wrong-key-that-must-not-be-printed"
+    env = sync_env(tmp_path, upstream, object_store, wrong)
+    done = ductwork("sync", "--select", "catalog_items", env=env)
+    assert done.returncode == 1
+    output = done.stdout + done.stderr
+    assert "rejected the API key (401)" in output
+    assert wrong not in output
+
+
+def test_sync_without_an_upstream_url_is_a_one_line_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUCTWORK_")}
+    env["DUCTWORK_HOME"] = str(tmp_path)
+    done = ductwork("sync", env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ductwork: DUCTWORK_UPSTREAM_URL is not set; DUCTWORK_UPSTREAM_API_KEY is not set"
+    ]
+
+
+def test_keys_create_prints_the_key_last_and_stores_only_its_hash(tmp_path: Path) -> None:
+    env = {**os.environ, "DUCTWORK_HOME": str(tmp_path)}
+    done = ductwork("keys", "create", "analyst", "--scope", "catalog", env=env, timeout=120)
+    assert done.returncode == 0
+    key = done.stdout.strip().splitlines()[-1]
+    assert len(key) > 40
+    assert key not in (tmp_path / "api-keys.json").read_text()
+    listed = ductwork("keys", "list", env=env, timeout=120)
+    assert "analyst\tcatalog" in listed.stdout

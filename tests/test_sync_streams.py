@@ -1,0 +1,169 @@
+"""Syncing every stream from a real sandbox: completeness, metadata, incremental runs and
+reconciliation after the upstream changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import httpx
+import pytest
+
+from ductwork.contract.encoding import loads
+from ductwork.contract.paths import UNIT_SLUGS, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.local_server import serving
+from ductwork.settings import HomeSettings
+from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
+from pipelines.jobs import RECONCILE_CONFIG
+from sandbox.server import SandboxHandle, running_sandbox
+from serve.api_keys import KeyStore
+from serve.app import create_app
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, ReadApi, resources_for
+from tests.differential import (
+    all_assets,
+    both_keys,
+    compare_all,
+    mirror_requests,
+    unit_records,
+    walk_requests,
+)
+
+
+def sync(
+    home: Path, upstream: SandboxHandle, store: ObjectStoreServer, reconcile: bool = False
+) -> dg.ExecuteInProcessResult:
+    """One run of every stream and the publish, as the sync_all (or reconcile_all) job does."""
+    result = dg.materialize(
+        [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
+        resources=resources_for(home, upstream.url, store),
+        run_config=RECONCILE_CONFIG if reconcile else None,
+    )
+    assert result.success
+    return result
+
+
+STREAMS_WITH_ROWS = (
+    "catalog_items", "indoor_units", "pairings", "warehouse_digital_assets",
+    "warehouse_submittals", "crm_leads", "crm_lead_details", "internal_manuals",
+)  # fmt: skip
+
+
+def metadata_by_asset(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
+    """Each materialised asset's metadata values."""
+    found = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        values = {key: value.value for key, value in materialization.metadata.items()}
+        found[materialization.asset_key.path[-1]] = values
+    return found
+
+
+@contextmanager
+def api_over(home: Path) -> Iterator[ReadApi]:
+    """The read API over a data folder's current snapshot."""
+    settings = HomeSettings(home=home)
+    key = KeyStore(settings.keys_path).create("tests")
+    with serving(create_app(settings)) as url:
+        yield ReadApi(url, key, home)
+
+
+def mutate(upstream: SandboxHandle, **counts: int) -> dict:
+    """Change the sandbox's data through its admin API."""
+    answer = httpx.post(
+        f"{upstream.url}/_sandbox/mutate",
+        json=counts,
+        headers={"Authorization": f"Bearer {upstream.api_key}"},
+        timeout=60,
+    )
+    answer.raise_for_status()
+    return answer.json()
+
+
+@pytest.fixture
+def fresh_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
+    """A sandbox of its own, for tests that change its data."""
+    with running_sandbox(
+        seed=77,
+        scale="small",
+        api_key=UPSTREAM_KEY,
+        s3_endpoint_url=object_store.endpoint_url,
+        s3_bucket=object_store.bucket,
+    ) as handle:
+        yield handle
+
+
+def test_full_sync_stores_every_unit_record_exactly_as_received(
+    upstream: SandboxHandle, synced_home: Path
+) -> None:
+    snapshot = HomeSettings(home=synced_home).warehouse_path
+    with duckdb.connect(str(snapshot), read_only=True) as con:
+        for slug in UNIT_SLUGS:
+            stored = {
+                sku: loads(record)
+                for sku, record in con.execute(
+                    "SELECT sku, record FROM units WHERE unit_type = ?", [slug]
+                ).fetchall()
+            }
+            received = {record["sku"]: record for record in unit_records(upstream, slug)}
+            assert stored == received, slug
+
+
+def test_sync_metadata_counts_rows_and_requests_and_never_shows_the_key(
+    upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    result = sync(tmp_path, upstream, object_store)
+    metadata = metadata_by_asset(result)
+    for name in STREAMS_WITH_ROWS:
+        assert metadata[name]["dagster/row_count"] > 0, name
+    assert metadata["warehouse_digital_assets"]["requests"] >= 1
+    assert metadata["crm_leads"]["cursor_created_date"]
+    assert all(check.passed for check in result.get_asset_check_evaluations())
+    for event in result.all_events:
+        assert UPSTREAM_KEY not in str(event), event.event_type_value
+
+
+def test_no_change_incremental_run_asks_little_of_the_upstream(
+    fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    sync(tmp_path, fresh_upstream, object_store)
+    again = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
+    assert again["warehouse_digital_assets"]["requests"] <= 2
+    assert again["warehouse_digital_assets"]["rows_upserted"] == 0
+    assert again["warehouse_submittals"]["requests"] == 0
+    assert again["crm_lead_details"]["requests"] == 0
+    assert again["crm_leads"]["leads_new_or_resumed"] == 0
+
+
+def test_incremental_then_reconcile_follow_every_kind_of_upstream_change(
+    fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    sync(tmp_path, fresh_upstream, object_store)
+    mutate(
+        fresh_upstream,
+        assets_updated=40, assets_added=25, assets_deleted=15,
+        leads_added=120, leads_changed=60, products_changed=10,
+    )  # fmt: skip
+
+    sync(tmp_path, fresh_upstream, object_store)
+    upstream_assets = {a["assetId"]: a for a in all_assets(fresh_upstream)}
+    with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
+        stored = dict(con.execute("SELECT asset_id, record FROM digital_assets").fetchall())
+        for asset_id, asset in upstream_assets.items():
+            assert loads(stored[asset_id]) == asset  # every change and addition arrived
+    with api_over(tmp_path) as api:
+        requests = [req for req in mirror_requests(fresh_upstream)
+                    if req[0] != WAREHOUSE_DIGITAL_ASSETS]  # fmt: skip
+        compare_all(fresh_upstream, api, requests[:40], both_keys(fresh_upstream, api))
+
+    sync(tmp_path, fresh_upstream, object_store, reconcile=True)
+    with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
+        deleted = con.execute(
+            "SELECT count(*) FROM digital_assets WHERE deleted_at IS NOT NULL"
+        ).fetchall()[0][0]
+    assert deleted == 15
+    with api_over(tmp_path) as api:
+        requests = mirror_requests(fresh_upstream) + walk_requests(fresh_upstream, 1000)
+        compare_all(fresh_upstream, api, requests, both_keys(fresh_upstream, api))
