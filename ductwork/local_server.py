@@ -27,9 +27,18 @@ def free_socket(host: str = HOST) -> socket.socket:
 
 
 @contextmanager
-def serving(app: Any, *, startup_timeout_s: float = 60.0, **config: Any) -> Iterator[str]:
-    """Serve ``app`` until the block ends; yields its base URL (``http://127.0.0.1:PORT``)."""
-    sock = free_socket()
+def serving(
+    app: Any,
+    *,
+    sock: socket.socket | None = None,
+    startup_timeout_s: float = 60.0,
+    **config: Any,
+) -> Iterator[str]:
+    """Serve ``app`` until the block ends; yields its base URL (``http://127.0.0.1:PORT``).
+
+    Pass ``sock`` (from ``free_socket``) when the app must know its URL before it starts.
+    """
+    sock = sock or free_socket()
     port = sock.getsockname()[1]
     options = {"log_level": "warning", "loop": "uvloop", "http": "httptools", **config}
     server = uvicorn.Server(uvicorn.Config(app, **options))

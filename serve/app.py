@@ -11,7 +11,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ductwork.contract.errors import ApiError, ErrorCode, invalid, not_found
+from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
 from ductwork.settings import HomeSettings, ServeSettings, load
 from serve.api_keys import KeyStore
 from serve.live_snapshot import LiveSnapshot
@@ -75,7 +75,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         if error.status_code == 405:
             problem = ApiError(ErrorCode.METHOD_NOT_ALLOWED, "Only GET is supported")
         else:
-            problem = not_found(f"No such path: {request.url.path[:200]}")
+            problem = no_such_path(request.url.path)
         return error_response(problem, request.url.path)
 
     @app.exception_handler(RequestValidationError)

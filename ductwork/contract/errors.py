@@ -127,3 +127,49 @@ def render(error: ApiError, family: Family | None, path: str) -> ErrorAnswer:
         "instance": path,
     }
     return ErrorAnswer(error.status, headers, dumps(problem), PROBLEM_JSON)
+
+
+# The errors both the sandbox and the read API give, worded once.
+def unknown_category(slugs: tuple[str, ...]) -> ApiError:
+    """``category`` is not a route slug."""
+    return invalid("category", "category must be one of " + ", ".join(slugs))
+
+
+def unit_not_found(slug: str, sku: str) -> ApiError:
+    """A typed lookup missed (unknown SKU, or a SKU of another type)."""
+    return not_found(f"No {slug} product with SKU {sku[:80]!r}")
+
+
+def product_not_found(sku: str) -> ApiError:
+    """The units resolver missed."""
+    return not_found(f"No product with SKU {sku[:80]!r}")
+
+
+def pairing_not_found(relationship_id: int) -> ApiError:
+    """No pairing has that id."""
+    return not_found(f"No pairing {relationship_id}")
+
+
+def submittal_params_missing() -> ApiError:
+    """Neither ``idu`` nor ``odu`` was given."""
+    return invalid("idu", "idu or odu is required")
+
+
+def submittal_not_found() -> ApiError:
+    """No submittal for that combination (warehouse style: ``data: {}``)."""
+    return not_found("No submittal data for this combination", empty_data={})
+
+
+def cursor_incomplete() -> ApiError:
+    """Only one of the two lead cursor parameters was given."""
+    return invalid("cursorId", "cursorCreatedDate and cursorId must be given together")
+
+
+def lead_not_found(lead_id: str) -> ApiError:
+    """No lead has that id."""
+    return not_found(f"No lead {lead_id[:80]!r}")
+
+
+def no_such_path(path: str) -> ApiError:
+    """Nothing answers at this path."""
+    return not_found(f"No such path: {path[:200]}")

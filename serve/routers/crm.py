@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import dumps, epoch_micros, loads
-from ductwork.contract.errors import invalid, not_found
+from ductwork.contract.errors import cursor_incomplete, lead_not_found
 from ductwork.contract.leads import read_fields
 from serve.deps import SnapshotDep, require_key
 from serve.responses import json_answer
@@ -32,7 +32,7 @@ def list_leads(
     after = params.read_datetime("createdAfter", created_after)
     size = params.read_count(count)
     if (cursor_created_date is None) != (cursor_id is None):
-        raise invalid("cursorId", "cursorCreatedDate and cursorId must be given together")
+        raise cursor_incomplete()
     cursor_at = params.read_datetime("cursorCreatedDate", cursor_created_date)
     leads = state.leads
     first = 0 if after is None else leads.after_time(epoch_micros(after))
@@ -52,5 +52,5 @@ def _project(record: bytes, keep: frozenset[str]) -> bytes:
 def get_lead(request: Request, state: SnapshotDep, lead_id: str) -> Response:
     rows = state.reader.rows(DETAIL_SQL, [lead_id])
     if not rows:
-        raise not_found(f"No lead {lead_id[:80]!r}")
+        raise lead_not_found(lead_id)
     return json_answer(request, state, rows[0][0].encode())

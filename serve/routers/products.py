@@ -8,7 +8,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
-from ductwork.contract.errors import invalid, not_found
+from ductwork.contract.errors import (
+    pairing_not_found,
+    product_not_found,
+    unit_not_found,
+    unknown_category,
+)
 from serve.catalog_index import UNIT_FILTERS
 from serve.deps import SnapshotDep, require_key
 from serve.responses import json_answer
@@ -30,7 +35,7 @@ async def list_products(
     page: PageQ = None,
 ) -> Response:
     if category is not None and category not in paths.UNIT_SLUGS:
-        raise invalid("category", "category must be one of " + ", ".join(paths.UNIT_SLUGS))
+        raise unknown_category(paths.UNIT_SLUGS)
     size, number = params.read_count(count), params.read_page(page)
     return json_answer(request, state, state.catalog.product_page(category, number, size))
 
@@ -56,7 +61,7 @@ def _add_unit_routes(slug: str) -> None:
     async def get_unit(request: Request, state: SnapshotDep, sku: str) -> Response:
         record = state.catalog.unit(slug, sku)
         if record is None:
-            raise not_found(f"No {slug} product with SKU {sku[:80]!r}")
+            raise unit_not_found(slug, sku)
         return json_answer(request, state, product_lookup(record))
 
     router.add_api_route(
@@ -77,7 +82,7 @@ for _slug in paths.UNIT_SLUGS:
 async def resolve_unit(request: Request, state: SnapshotDep, sku: str) -> Response:
     record = state.catalog.resolver.get(sku)
     if record is None:
-        raise not_found(f"No product with SKU {sku[:80]!r}")
+        raise product_not_found(sku)
     return json_answer(request, state, product_lookup(record))
 
 
@@ -96,9 +101,10 @@ async def list_pairings(
     return json_answer(request, state, body)
 
 
-@router.get("/pairings/{relationship_id}", summary="One pairing by relationship id")
+@router.get("/pairings/{relationship_id:path}", summary="One pairing by relationship id")
 async def get_pairing(request: Request, state: SnapshotDep, relationship_id: str) -> Response:
-    record = state.catalog.pairing(params.read_relationship_id(relationship_id))
+    wanted = params.read_relationship_id(relationship_id)
+    record = state.catalog.pairing(wanted)
     if record is None:
-        raise not_found(f"No pairing {relationship_id}")
+        raise pairing_not_found(wanted)
     return json_answer(request, state, product_lookup(record))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import epoch_micros, format_datetime
-from ductwork.contract.errors import invalid, not_found
+from ductwork.contract.errors import submittal_not_found, submittal_params_missing
 from serve.deps import SnapshotDep, require_key
 from serve.responses import json_answer
 
@@ -50,8 +50,8 @@ def submittal_data(
 ) -> Response:
     idu, odu = idu or None, odu or None
     if idu is None and odu is None:
-        raise invalid("idu", "idu or odu is required")
+        raise submittal_params_missing()
     record = state.small.submittals.get((idu, odu))
     if record is None:
-        raise not_found("No submittal data for this combination", empty_data={})
+        raise submittal_not_found()
     return json_answer(request, state, envelopes.product_lookup(record))
