@@ -1,5 +1,9 @@
 """The one HTTP client to the upstream service.
 
+Built on aiohttp: a full sync is about a hundred thousand small requests, so the client's own
+cost per request decides its speed; measured against the sandbox on this machine, aiohttp
+answered 3,668 requests/s where httpx's async client managed 391 (bench/RESULTS.md).
+
 Pooled keep-alive connections, Bearer auth, a bound on requests in flight, retries with
 exponential backoff and full jitter on 5xx and dropped connections, ``Retry-After`` honoured
 on 429 (never a shorter wait), and an immediate, clear failure on 401. The API key is sent in
@@ -15,7 +19,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
+import aiohttp
+from yarl import URL
 
 from ductwork.contract.encoding import loads
 
@@ -100,7 +105,7 @@ class UpstreamClient:
         self._rules = rules or RetryRules()
         self._random = random.Random(seed)
         self._in_flight = asyncio.Semaphore(concurrency)
-        self._http: httpx.AsyncClient | None = None
+        self._http: aiohttp.ClientSession | None = None
         self.stats = RequestStats()
 
     @property
@@ -109,20 +114,17 @@ class UpstreamClient:
         return self._concurrency
 
     async def __aenter__(self) -> UpstreamClient:
-        limits = httpx.Limits(
-            max_connections=self._concurrency, max_keepalive_connections=self._concurrency
-        )
-        self._http = httpx.AsyncClient(
-            base_url=self._base_url,
-            timeout=httpx.Timeout(self._timeout_s),
-            limits=limits,
+        self._http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self._concurrency),
+            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
             headers={"Accept": "application/json"},
+            auto_decompress=True,
         )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._http is not None:
-            await self._http.aclose()
+            await self._http.close()
             self._http = None
 
     async def get(
@@ -133,7 +135,7 @@ class UpstreamClient:
         accept: frozenset[int] = frozenset({200}),
         auth: bool = True,
     ) -> Answer:
-        """GET ``path`` (already percent-encoded), retrying transient failures.
+        """GET ``path`` (already percent-encoded; or an absolute URL), retrying transient failures.
 
         Returns the answer when its status is in ``accept``; raises UpstreamAuthError on 401 and
         UpstreamError on any other status or when retries run out.
@@ -141,31 +143,34 @@ class UpstreamClient:
         if self._http is None:
             raise RuntimeError("UpstreamClient used outside 'async with'")
         headers = {"Authorization": f"Bearer {self._api_key}"} if auth else {}
+        absolute = path.startswith(("http://", "https://"))
+        url = URL(path if absolute else self._base_url + path, encoded=True)
+        query = {name: str(value) for name, value in (params or {}).items()} or None
         tally = _Tally()
         while True:
             async with self._in_flight:
                 self.stats.requests += 1
                 try:
-                    response = await self._http.get(path, params=params, headers=headers)
-                    body = response.content
-                except httpx.TransportError as exc:
+                    async with self._http.get(url, params=query, headers=headers) as response:
+                        status, body = response.status, await response.read()
+                        retry_after = response.headers.get("Retry-After")
+                except (aiohttp.ClientError, TimeoutError) as exc:
                     self.stats.dropped_connections += 1
                     reason = f"connection lost ({type(exc).__name__})"
                     delay = self._after_failure(tally, path, reason)
                 else:
                     self.stats.bytes_received += len(body)
-                    if response.status_code in accept:
-                        return Answer(response.status_code, body)
-                    delay = self._after_status(tally, path, response, body)
+                    if status in accept:
+                        return Answer(status, body)
+                    delay = self._after_status(tally, path, status, retry_after, body)
             self.stats.retries += 1
             log.debug("retrying GET %s in %.2fs", path, delay)
             await asyncio.sleep(delay)
 
     def _after_status(
-        self, tally: _Tally, path: str, response: httpx.Response, body: bytes
+        self, tally: _Tally, path: str, status: int, retry_after: str | None, body: bytes
     ) -> float:
         """Decide what an unaccepted status means: a wait before retrying, or an error."""
-        status = response.status_code
         if status == 401:
             raise UpstreamAuthError(
                 f"upstream rejected the API key (401) on GET {path}: "
@@ -177,7 +182,7 @@ class UpstreamClient:
             if tally.rate_waits > self._rules.max_rate_limit_waits:
                 waits = tally.rate_waits
                 raise UpstreamError(f"GET {path}: still rate limited after {waits} waits")
-            return self._retry_after(response, path)
+            return self._retry_after(retry_after, path)
         if status in RETRYABLE_STATUSES:
             self.stats.server_errors += 1
             return self._after_failure(tally, path, f"HTTP {status}")
@@ -221,10 +226,9 @@ class UpstreamClient:
             for task in pending.values():
                 task.cancel()
 
-    def _retry_after(self, response: httpx.Response, path: str) -> float:
-        raw = response.headers.get("Retry-After", "1")
+    def _retry_after(self, raw: str | None, path: str) -> float:
         try:
-            wait = max(0.0, float(raw))
+            wait = max(0.0, float(raw or "1"))
         except ValueError:
             wait = 1.0
         if wait > self._rules.max_retry_after_s:

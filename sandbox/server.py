@@ -9,7 +9,7 @@ import socket
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
@@ -77,6 +77,16 @@ def seed_manuals(s3: Any, bucket: str, seed: int, count: int) -> list[str]:
     return keys
 
 
+FAULT_FLAGS: tuple[tuple[str, type, str], ...] = (
+    ("error_rate", float, "Share of requests answered 500/502/503/504."),
+    ("rate_limit_rate", float, "Share of requests answered 429 with Retry-After."),
+    ("retry_after_s", int, "Retry-After of injected 429s, seconds."),
+    ("drop_rate", float, "Share of connections closed mid-response."),
+    ("latency_ms", float, "Added to every answer, milliseconds."),
+    ("mutate_every", int, "Mutate the data every N requests (0: never)."),
+)
+
+
 def build_arg_parser() -> argparse.ArgumentParser:
     """Arguments of ``ductwork sandbox``."""
     parser = argparse.ArgumentParser(
@@ -92,10 +102,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--s3-bucket", default=None)
     parser.add_argument("--indoor-models-per-second", type=int, default=5)
     parser.add_argument("--pim-cooldown-s", type=float, default=30.0)
-    for item in fields(Faults):
-        if item.name not in ("mutation",):
-            flag = "--" + item.name.replace("_", "-")
-            parser.add_argument(flag, type=type(item.default), default=item.default)
+    faults = parser.add_argument_group("faults (also settable at run time: PUT /_sandbox/faults)")
+    for name, kind, help_text in FAULT_FLAGS:
+        flag = "--" + name.replace("_", "-")
+        faults.add_argument(flag, dest=f"fault_{name}", type=kind, help=help_text,
+                            default=getattr(Faults(), name))  # fmt: skip
     return parser
 
 
@@ -103,9 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``ductwork sandbox ...``: serve until interrupted."""
     options = build_arg_parser().parse_args(argv)
     public_url = options.public_url or f"http://{options.host}:{options.port}"
-    faults = Faults(**{
-        item.name: getattr(options, item.name) for item in fields(Faults) if item.name != "mutation"
-    })  # fmt: skip
+    faults = Faults(**{name: getattr(options, f"fault_{name}") for name, _, _ in FAULT_FLAGS})
     print(f"sandbox: generating {options.scale} data (seed {options.seed})", flush=True)
     app, _ = build(
         options.seed, options.scale, options.api_key, public_url, faults=faults,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from serve.app import create_app
 UPSTREAM_KEY = "upstream-secret-key-for-tests"
 SEED = 20261122
 BUCKET = "ductwork-tests"
+logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's per-request lines
 # moto accepts any credentials; boto3 only needs some to sign with.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

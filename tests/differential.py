@@ -54,12 +54,29 @@ def compare_all(
                     where = f"GET {req[0]} {req[1]}"
                     assert b.status_code == a.status_code, where
                     assert b.headers["content-type"] == a.headers["content-type"], where
-                    assert loads(b.content) == loads(a.content), where
+                    assert loads(b.content) == loads(a.content), where + first_difference(
+                        loads(a.content), loads(b.content)
+                    )
                     if a.status_code == 401:
                         assert b.headers.get("www-authenticate") == "Bearer", where
 
     asyncio.run(run())
     return len(requests)
+
+
+def first_difference(theirs: object, ours: object) -> str:
+    """A short description of where two JSON values first differ."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        for key in sorted(set(theirs) | set(ours)):
+            if theirs.get(key) != ours.get(key):
+                return f" at {key!r}:" + first_difference(theirs.get(key), ours.get(key))
+    if isinstance(theirs, list) and isinstance(ours, list):
+        if len(theirs) != len(ours):
+            return f" lengths {len(theirs)} (upstream) != {len(ours)} (ours)"
+        for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+            if a != b:
+                return f" at [{index}]:" + first_difference(a, b)
+    return f" upstream {str(theirs)[:300]} != ours {str(ours)[:300]}"
 
 
 def both_keys(upstream: SandboxHandle, api: Server) -> tuple[str, str]:
