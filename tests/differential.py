@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
+import aiohttp
 import httpx
+from yarl import URL
 
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import (
@@ -31,33 +34,46 @@ class Server(Protocol):
 Request = tuple[str, dict[str, str | int]]
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One server's answer to one request."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
 def compare_all(
     upstream: SandboxHandle, api: Server, requests: Iterable[Request], keys: tuple[str, str]
 ) -> int:
     """Send each request to both servers; assert equal status, content type and JSON body."""
     requests = list(requests)
 
-    async def one(client: httpx.AsyncClient, base: str, key: str, req: Request) -> httpx.Response:
+    async def one(session: aiohttp.ClientSession, base: str, key: str, req: Request) -> Answer:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return await client.get(base + req[0], params=req[1], headers=headers)
+        query = {name: str(value) for name, value in req[1].items()}
+        url = URL(base + req[0], encoded=True)
+        async with session.get(url, params=query, headers=headers) as response:
+            return Answer(response.status, response.headers.copy(), await response.read())
 
     async def run() -> None:
-        limits = httpx.Limits(max_connections=8)
-        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-            for start in range(0, len(requests), 200):
-                chunk = requests[start : start + 200]
+        connector = aiohttp.TCPConnector(limit=8)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            for start in range(0, len(requests), 500):
+                chunk = requests[start : start + 500]
                 theirs = await asyncio.gather(
-                    *(one(client, upstream.url, keys[0], r) for r in chunk)
+                    *(one(session, upstream.url, keys[0], r) for r in chunk)
                 )
-                ours = await asyncio.gather(*(one(client, api.url, keys[1], r) for r in chunk))
+                ours = await asyncio.gather(*(one(session, api.url, keys[1], r) for r in chunk))
                 for req, a, b in zip(chunk, theirs, ours, strict=True):
                     where = f"GET {req[0]} {req[1]}"
-                    assert b.status_code == a.status_code, where
+                    assert b.status == a.status, where
                     assert b.headers["content-type"] == a.headers["content-type"], where
-                    assert loads(b.content) == loads(a.content), where + first_difference(
-                        loads(a.content), loads(b.content)
+                    assert loads(b.body) == loads(a.body), where + first_difference(
+                        loads(a.body), loads(b.body)
                     )
-                    if a.status_code == 401:
+                    if a.status == 401:
                         assert b.headers.get("www-authenticate") == "Bearer", where
 
     asyncio.run(run())
