@@ -78,6 +78,7 @@ def run_demo(options: argparse.Namespace) -> int:
         _print_summary(api_url, key, ui_url, home)
         if options.exit_after_sync:
             return 0
+        print("Press Ctrl-C to stop everything.", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
         print("\n[demo] stopping")
@@ -107,8 +108,10 @@ def _print_summary(api_url: str, key: str, ui_url: str | None, home: HomeSetting
     print(f"  API key    {key}")
     if ui_url:
         print(f"  Dagster UI {ui_url}  (takes a few seconds to start)")
-    print(f'  snapshots  {home.snapshots_dir}  (ductwork sql "SELECT count(*) FROM units")')
+    print(f"  snapshots  {home.snapshots_dir}")
+    print(
+        f'  SQL        DUCTWORK_HOME={home.home} uv run ductwork sql "SELECT count(*) FROM units"'
+    )
     print()
     print(f'  curl -H "Authorization: Bearer {key}" "{api_url}/products/v2.0/indoor-units?count=2"')
     print()
-    print("Press Ctrl-C to stop everything.")
