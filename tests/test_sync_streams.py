@@ -175,3 +175,33 @@ def test_incremental_then_reconcile_follow_every_kind_of_upstream_change(
     with api_over(tmp_path) as api:
         requests = mirror_requests(fresh_upstream) + walk_requests(fresh_upstream, 1000)
         compare_all(fresh_upstream, api, requests, both_keys(fresh_upstream, api))
+
+
+def test_lead_walk_across_thousands_sharing_one_created_date_loses_and_repeats_nothing(
+    upstream: SandboxHandle, synced_home: Path
+) -> None:
+    dates = [key[0] for key in upstream.state.leads.keys]
+    busiest = max(set(dates), key=dates.count)
+    assert dates.count(busiest) > 2_000
+    with duckdb.connect(str(HomeSettings(home=synced_home).warehouse_path), read_only=True) as con:
+        ids = [row[0] for row in con.execute("SELECT id FROM leads").fetchall()]
+        shared = con.execute(
+            "SELECT count(*) FROM leads WHERE created_date_text = ?", [busiest]
+        ).fetchall()[0][0]
+    assert len(ids) == len(set(ids)) == len(upstream.state.leads.keys)
+    assert shared == dates.count(busiest)
+
+
+def test_a_quiescent_run_after_mutations_during_paging_equals_the_upstream(
+    fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    faults = fresh_upstream.state.faults
+    faults.mutate_every = 7  # the data changes under the sync every 7 requests
+    faults.mutation = {"assets_updated": 30, "assets_added": 5, "leads_added": 3}
+    sync(tmp_path, fresh_upstream, object_store)
+    assert fresh_upstream.state.mutations > 0
+    faults.mutate_every = 0
+    sync(tmp_path, fresh_upstream, object_store)  # incremental: no listing from scratch
+    with api_over(tmp_path) as api:
+        requests = mirror_requests(fresh_upstream)
+        compare_all(fresh_upstream, api, requests, both_keys(fresh_upstream, api))
