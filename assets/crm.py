@@ -8,6 +8,7 @@ import dagster as dg
 import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
+from pydantic import Field
 
 from assets.bookmarks import clear_bookmark, read_bookmark, write_bookmark
 from assets.checks import key_check
@@ -17,6 +18,7 @@ from assets.loading import Record, open_warehouse, rows_table, text_or_none, tim
 from ductwork.contract.encoding import format_datetime, parse_datetime
 from ductwork.contract.encoding import quote_sku as quote_segment
 from ductwork.contract.paths import LEADS
+from ductwork.settings import SyncSettings, load
 from pipelines.resources import UpstreamResource
 from pipelines.upstream_client import UpstreamClient
 from warehouse_sql import read_sql
@@ -86,7 +88,11 @@ class LeadsConfig(dg.Config):
     """Run config of the lead sync (also settable in the UI's launchpad)."""
 
     mode: Literal["incremental", "reconcile"] = "incremental"
-    window_days: int = 30
+    # The default comes from DUCTWORK_LEAD_WINDOW_DAYS when the code location loads.
+    window_days: int = Field(
+        default=load(SyncSettings).lead_window_days,
+        description="Days of recent leads to re-read (default: DUCTWORK_LEAD_WINDOW_DAYS).",
+    )
     reset_cursor: bool = False
 
 

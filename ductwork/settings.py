@@ -83,6 +83,14 @@ class UpstreamTuning(_Base):
     )
 
 
+class SyncSettings(_Base):
+    """Defaults of the incremental streams (each also settable per run in the UI)."""
+
+    lead_window_days: int = Field(
+        default=30, ge=0, description="Days of recent leads re-read by every incremental run."
+    )
+
+
 class S3Settings(_Base):
     """The object store that holds manuals and mirrored product images."""
 
@@ -136,6 +144,7 @@ ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     HomeSettings,
     UpstreamSettings,
     UpstreamTuning,
+    SyncSettings,
     S3Settings,
     ServeSettings,
 )
