@@ -24,3 +24,23 @@ def write_bookmark(con: duckdb.DuckDBPyConnection, stream: str, bookmark: dict[s
 def clear_bookmark(con: duckdb.DuckDBPyConnection, stream: str) -> None:
     """Forget the bookmark: the next run starts from the beginning."""
     con.execute("DELETE FROM stream_state WHERE stream = ?", [stream])
+
+
+def resume_from(
+    con: duckdb.DuckDBPyConnection,
+    stream: str,
+    members: tuple[str, str],
+    *,
+    reset: bool,
+    from_scratch: bool,
+) -> tuple[str, str] | None:
+    """Where a run starts: the saved bookmark as a pair of its ``members``, or None.
+
+    ``reset`` forgets the bookmark first; ``from_scratch`` (a reconciliation) ignores it.
+    """
+    if reset:
+        clear_bookmark(con, stream)
+    saved = read_bookmark(con, stream)
+    if from_scratch or saved is None:
+        return None
+    return (saved[members[0]], saved[members[1]])

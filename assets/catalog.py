@@ -9,7 +9,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import key_check
-from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.list_reader import ListRead, read_whole_list
 from assets.loading import (
     Record,
@@ -115,12 +115,8 @@ def _read_metadata(read: ListRead) -> dict[str, int]:
     return {"pages": read.pages, "reported_total": read.reported_total, "reads": read.attempts}
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds=KINDS,
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     description="Every product of /products/v2.0/products (SKU, SRN, type, link), by SKU.",
 )
 def catalog_items(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
@@ -138,13 +134,9 @@ def unit_list_asset(slug: str) -> dg.AssetsDefinition:
     """The asset mirroring one typed unit list (e.g. indoor-units) into ``units``."""
     row_of = unit_row_for(slug)
 
-    @dg.asset(
+    @ingest_asset(
         name=slug.replace("-", "_"),
-        group_name=GROUP,
-        kinds=KINDS,
-        owners=OWNERS,
-        pool=WAREHOUSE_POOL,
-        retry_policy=INGEST_RETRY,
+        group=GROUP,
         description=f"Full unit records of /products/v2.0/{slug}, in table `units`.",
     )
     def _unit_list(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
@@ -163,12 +155,8 @@ def unit_list_asset(slug: str) -> dg.AssetsDefinition:
 UNIT_ASSETS: list[dg.AssetsDefinition] = [unit_list_asset(slug) for slug in paths.UNIT_SLUGS]
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds=KINDS,
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     description="Pairings and relationships (up to 3 products each) from /products/v2.0/pairings.",
 )
 def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:

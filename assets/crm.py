@@ -10,9 +10,9 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.bookmarks import clear_bookmark, read_bookmark, write_bookmark
+from assets.bookmarks import read_bookmark, resume_from, write_bookmark
 from assets.checks import key_check
-from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.lead_cursor import Cursor, walk_leads
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from ductwork.contract.encoding import format_datetime, parse_datetime
@@ -142,12 +142,8 @@ async def _sync_leads(
     return counts
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds=KINDS,
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     description=(
         "CRM lead list, cursor-paged by (CreatedDate, Id) from the last committed cursor; "
         "re-reads a rolling window of recent leads for status changes; mode=reconcile re-reads "
@@ -159,11 +155,11 @@ def crm_leads(
 ) -> dg.MaterializeResult:
     """Mirror the lead list."""
     with open_warehouse(warehouse) as con:
-        if config.reset_cursor:
-            clear_bookmark(con, LEADS_STREAM)
-        saved = read_bookmark(con, LEADS_STREAM)
         reconcile = config.mode == "reconcile"
-        start = None if reconcile or saved is None else (saved["CreatedDate"], saved["Id"])
+        start = resume_from(
+            con, LEADS_STREAM, ("CreatedDate", "Id"),
+            reset=config.reset_cursor, from_scratch=reconcile,
+        )  # fmt: skip
         window = None if reconcile else config.window_days
         fetched = fetch(upstream, lambda client: _sync_leads(client, con, start, window))
         if reconcile:
@@ -223,12 +219,8 @@ def _store_details(con: duckdb.DuckDBPyConnection, details: list[Record]) -> Non
         raise
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds=KINDS,
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     deps=[crm_leads],
     description="Lead details (/crm/v1.1/leads/{id}) for every queued new or changed lead.",
 )

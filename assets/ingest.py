@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import dagster as dg
 
@@ -22,6 +22,22 @@ INGEST_RETRY = dg.RetryPolicy(
 OWNERS = ["team:data-platform"]
 # Assets that write the warehouse run one at a time: DuckDB allows a single writer.
 WAREHOUSE_POOL = "duckdb_warehouse"
+
+
+def ingest_asset(
+    *, group: str, description: str, kinds: set[str] | None = None, **extra: Any
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """``@dg.asset`` with what every ingest asset shares: owners, the warehouse pool (one
+    writer at a time) and the retry policy."""
+    return dg.asset(
+        group_name=group,
+        kinds=kinds or {"api", "duckdb"},
+        owners=OWNERS,
+        pool=WAREHOUSE_POOL,
+        retry_policy=INGEST_RETRY,
+        description=description,
+        **extra,
+    )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import key_check
-from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.loading import (
     Record,
     Replacement,
@@ -62,12 +62,8 @@ def parse_contractors(data: object) -> tuple[list[Record], str | None]:
     return [item for item in parsed if isinstance(item, dict) and "contractorId" in item], None
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds={"api", "duckdb"},
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     description=(
         "Contractors with reviews: the answer kept verbatim (its `data` is a JSON text) and "
         "parsed into `contractors` and `contractor_reviews`."
@@ -142,12 +138,8 @@ INDOOR_MODEL_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds={"api", "duckdb"},
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     description="Indoor product models (no key; its 429 is routine: the client waits and retries).",
 )
 def internal_indoor_models(
@@ -181,12 +173,9 @@ MANUAL_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
-@dg.asset(
-    group_name=GROUP,
+@ingest_asset(
+    group=GROUP,
     kinds={"s3", "duckdb"},
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
     description=(
         "The bucket's `manuals/` objects (what /internal/v1.0/digital-assets lists), listed "
         "with boto3; objects whose ETag and LastModified are unchanged are not re-read."
@@ -280,11 +269,9 @@ async def _mirror_images(
     return list(await asyncio.gather(*(one(*image) for image in images)))
 
 
-@dg.asset(
-    group_name=GROUP,
+@ingest_asset(
+    group=GROUP,
     kinds={"api", "s3", "duckdb"},
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
     deps=[slug.replace("-", "_") for slug in UNIT_SLUGS],
     description=(
         "pim-image-sync: starts the upstream's job (waiting out its 429 cooldown), then copies "

@@ -10,9 +10,9 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.asset_walk import Key, WalkReport, key_of, keyset_walk, page_walk
-from assets.bookmarks import clear_bookmark, read_bookmark, write_bookmark
+from assets.bookmarks import resume_from, write_bookmark
 from assets.checks import key_check
-from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from ductwork.contract.encoding import dumps
 from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
@@ -112,12 +112,8 @@ async def _sync_assets(
     return repair, "keyset"
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds=KINDS,
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     description=(
         "Warehouse digital assets, incremental on a (updatedAt, assetId) bookmark committed "
         "with the rows; mode=reconcile lists everything and marks vanished assets deleted."
@@ -128,11 +124,11 @@ def warehouse_digital_assets(
 ) -> dg.MaterializeResult:
     """Upsert new and changed digital assets (and, reconciling, flag deleted ones)."""
     with open_warehouse(warehouse) as con:
-        if config.reset_bookmark:
-            clear_bookmark(con, ASSETS_STREAM)
-        saved = read_bookmark(con, ASSETS_STREAM)
         reconcile = config.mode == "reconcile"
-        start = None if reconcile or saved is None else (saved["updatedAt"], saved["assetId"])
+        start = resume_from(
+            con, ASSETS_STREAM, ("updatedAt", "assetId"),
+            reset=config.reset_bookmark, from_scratch=reconcile,
+        )  # fmt: skip
         fetched = fetch(upstream, lambda client: _sync_assets(client, con, start))
         report, walk = fetched.value
         deleted = _mark_deleted(con, report.ids) if reconcile else 0
@@ -204,12 +200,8 @@ def _store_submittals(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]
         con.unregister("incoming_rows")
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds=KINDS,
-    owners=OWNERS,
-    pool=WAREHOUSE_POOL,
-    retry_policy=INGEST_RETRY,
+@ingest_asset(
+    group=GROUP,
     deps=["pairings", *(slug.replace("-", "_") for slug in UNIT_SLUGS)],
     description=(
         "Submittal data for every Pairing (P1/P2 SRNs) and Standalone unit; incremental runs "

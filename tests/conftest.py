@@ -22,6 +22,8 @@ from serve.app import create_app
 
 UPSTREAM_KEY = "upstream-secret-key-for-tests"
 SEED = 20261122
+# `make test` runs at small scale; DUCTWORK_TEST_SCALE=medium repeats the suite on medium data.
+SCALE = os.environ.get("DUCTWORK_TEST_SCALE", "small")
 BUCKET = "ductwork-tests"
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's per-request lines
 # moto accepts any credentials; boto3 only needs some to sign with.
@@ -70,10 +72,11 @@ def resources_for(
 
 @pytest.fixture(scope="session")
 def upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
-    """The sandbox upstream at small scale, on a free loopback port, listing the same bucket."""
+    """The sandbox upstream (small scale by default) on a free loopback port, listing the same
+    bucket."""
     with running_sandbox(
         seed=SEED,
-        scale="small",
+        scale=SCALE,
         api_key=UPSTREAM_KEY,
         s3_endpoint_url=object_store.endpoint_url,
         s3_bucket=object_store.bucket,
