@@ -1,0 +1,66 @@
+"""HTTP behaviour of the read API beyond the upstream's shapes: scopes, ETags, ids, health."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from ductwork.local_server import serving
+from ductwork.settings import HomeSettings
+from serve.api_keys import KeyStore
+from serve.app import create_app
+from tests.conftest import ReadApi
+
+
+def test_a_key_without_the_crm_scope_gets_403_problem_on_leads(read_api: ReadApi) -> None:
+    key = KeyStore(HomeSettings(home=read_api.home).keys_path).create("catalog-only", ["catalog"])
+    headers = {"Authorization": f"Bearer {key}"}
+    leads = httpx.get(f"{read_api.url}/crm/v1.1/leads", headers=headers)
+    products = httpx.get(f"{read_api.url}/products/v2.0/products", headers=headers)
+    assert leads.status_code == 403
+    assert leads.json()["type"] == "/problems/forbidden"
+    assert products.status_code == 200
+
+
+def test_a_revoked_key_gets_401_at_once(read_api: ReadApi) -> None:
+    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    key = store.create("short-lived")
+    url = f"{read_api.url}/products/v2.0/products"
+    assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    store.revoke("short-lived")
+    assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 401
+
+
+def test_etag_of_the_snapshot_answers_304_and_every_answer_has_a_request_id(
+    read_api: ReadApi,
+) -> None:
+    headers = {"Authorization": f"Bearer {read_api.key}", "Accept-Encoding": "gzip"}
+    url = f"{read_api.url}/products/v2.0/indoor-units?count=1000"
+    first = httpx.get(url, headers=headers)
+    assert first.headers["content-encoding"] == "gzip"
+    assert first.headers["x-request-id"]
+    again = httpx.get(url, headers={**headers, "If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304
+    assert again.content == b""
+    missing = httpx.get(f"{read_api.url}/products/v2.0/indoor-units/nope", headers=headers)
+    assert missing.headers["x-request-id"] != first.headers["x-request-id"]
+
+
+def test_readiness_reports_the_snapshot_and_is_503_before_the_first_publish(
+    read_api: ReadApi, tmp_path: Path
+) -> None:
+    ready = httpx.get(f"{read_api.url}/readyz").json()
+    assert ready["status"] == "ready" and ready["snapshot"]
+    with serving(create_app(HomeSettings(home=tmp_path))) as url:
+        assert httpx.get(f"{url}/readyz").status_code == 503
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        empty = httpx.get(f"{url}/products/v2.0/products", headers={"Authorization": "Bearer x"})
+        assert empty.status_code == 401
+
+
+def test_metrics_count_answered_requests(read_api: ReadApi) -> None:
+    httpx.get(f"{read_api.url}/products/v2.0/products")
+    text = httpx.get(f"{read_api.url}/metrics").text
+    assert 'ductwork_requests_total{family="products",status="401"}' in text
+    assert "ductwork_snapshot_age_seconds" in text
