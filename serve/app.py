@@ -16,6 +16,7 @@ from ductwork.settings import HomeSettings, ServeSettings, load
 from serve.api_keys import KeyStore
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
+from serve.openapi_docs import install_openapi
 from serve.rate_limit import SlidingWindowLimit
 from serve.responses import error_response
 from serve.routers import crm, health, internal, products, warehouse
@@ -49,6 +50,7 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
     for family in (products, warehouse, crm, internal):
         app.include_router(family.router)
     app.include_router(health.router)
+    install_openapi(app)
     app.state.metrics = Metrics()
     if serve.serve_cors_origins:
         app.add_middleware(

@@ -39,7 +39,10 @@ def parse_datetime(text: str) -> datetime:
     micro = int((fraction or "0")[:6].ljust(6, "0"))
     zone = "+00:00" if offset in ("Z", "z") else offset
     base = f"{year}-{month}-{day}T{hour}:{minute}:{second}.{micro:06d}{zone}"
-    return datetime.fromisoformat(base).astimezone(UTC)
+    try:
+        return datetime.fromisoformat(base).astimezone(UTC)
+    except OverflowError as exc:  # e.g. year 1 with a positive offset
+        raise ValueError(f"date-time out of range: {text!r}") from exc
 
 
 def epoch_micros(moment: datetime) -> int:

@@ -11,9 +11,15 @@ from ductwork.contract.encoding import dumps, epoch_micros, loads
 from ductwork.contract.errors import cursor_incomplete, lead_not_found
 from ductwork.contract.leads import read_fields
 from serve.deps import SnapshotDep, require_key
+from serve.openapi_docs import PROBLEM_ERRORS
 from serve.responses import json_answer
 
-router = APIRouter(prefix=paths.CRM_PREFIX, tags=["crm"], dependencies=[Depends(require_key)])
+router = APIRouter(
+    prefix=paths.CRM_PREFIX,
+    tags=["crm"],
+    dependencies=[Depends(require_key)],
+    responses=PROBLEM_ERRORS,
+)
 
 DETAIL_SQL = "SELECT record FROM lead_details WHERE id = ? AND found"
 

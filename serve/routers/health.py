@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ductwork.contract.encoding import dumps
@@ -17,7 +18,11 @@ async def healthz() -> Response:
     return Response(content=b'{"status":"ok"}', media_type="application/json")
 
 
-@router.get("/readyz", summary="A snapshot is loaded; its version and age")
+@router.get(
+    "/readyz",
+    summary="A snapshot is loaded; its version and age",
+    responses={503: {"description": "No snapshot has been published yet."}},
+)
 async def readyz(request: Request) -> Response:
     state = request.app.state.live.get()
     if state is None:
@@ -31,7 +36,9 @@ async def readyz(request: Request) -> Response:
     return Response(content=dumps(body), media_type="application/json")
 
 
-@router.get("/metrics", summary="Prometheus metrics of this worker")
+@router.get(
+    "/metrics", summary="Prometheus metrics of this worker", response_class=PlainTextResponse
+)
 async def metrics(request: Request) -> Response:
     state = request.app.state.live.get()
     gauge = request.app.state.metrics.snapshot_age

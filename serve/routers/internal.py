@@ -9,9 +9,14 @@ from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
 from pipelines.job_launcher import Cooling, start_job
 from serve.deps import SnapshotDep, require_key
+from serve.openapi_docs import PROBLEM_ERRORS
 from serve.responses import json_answer
 
-router = APIRouter(prefix=paths.INTERNAL_PREFIX, tags=["internal"])
+router = APIRouter(
+    prefix=paths.INTERNAL_PREFIX,
+    tags=["internal"],
+    responses=PROBLEM_ERRORS,
+)
 KeyRequired = [Depends(require_key)]
 
 

@@ -16,10 +16,14 @@ from ductwork.contract.errors import (
 )
 from serve.catalog_index import UNIT_FILTERS
 from serve.deps import SnapshotDep, require_key
+from serve.openapi_docs import PRODUCT_ERRORS
 from serve.responses import json_answer
 
 router = APIRouter(
-    prefix=paths.PRODUCTS_PREFIX, tags=["products"], dependencies=[Depends(require_key)]
+    prefix=paths.PRODUCTS_PREFIX,
+    tags=["products"],
+    dependencies=[Depends(require_key)],
+    responses=PRODUCT_ERRORS,
 )
 
 CountQ = Annotated[str | None, Query(description="Page size, 1 to 1000 (default 100).")]

@@ -10,10 +10,14 @@ from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import epoch_micros, format_datetime
 from ductwork.contract.errors import submittal_not_found, submittal_params_missing
 from serve.deps import SnapshotDep, require_key
+from serve.openapi_docs import WAREHOUSE_ERRORS
 from serve.responses import json_answer
 
 router = APIRouter(
-    prefix=paths.WAREHOUSE_PREFIX, tags=["warehouse"], dependencies=[Depends(require_key)]
+    prefix=paths.WAREHOUSE_PREFIX,
+    tags=["warehouse"],
+    dependencies=[Depends(require_key)],
+    responses=WAREHOUSE_ERRORS,
 )
 
 
