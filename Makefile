@@ -27,6 +27,10 @@ test: lint ## The whole test suite
 demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster UI
 	$(RUN) ductwork demo
 
+bench: install ## Sync benchmarks at small and medium scale (see bench/RESULTS.md)
+	$(RUN) python -m bench.sync_bench --scale small
+	$(RUN) python -m bench.sync_bench --scale medium
+
 dev: install ## The Dagster UI on DUCTWORK_HOME's instance
 	$(RUN) ductwork dev
 
