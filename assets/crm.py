@@ -12,7 +12,7 @@ from pydantic import Field
 
 from assets.bookmarks import read_bookmark, resume_from, write_bookmark
 from assets.checks import key_check
-from assets.ingest import fetch, ingest_asset, run_metadata
+from assets.ingest import fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.lead_cursor import Cursor, walk_leads
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from ductwork.contract.encoding import format_datetime, parse_datetime
@@ -235,9 +235,11 @@ def crm_lead_details(
         context.log.info("fetching details of %d leads", len(queued))
 
         async def drain(client: UpstreamClient) -> int:
-            for start in range(0, len(queued), DETAIL_BATCH):
-                details = await _fetch_details(client, queued[start : start + DETAIL_BATCH])
-                await asyncio.to_thread(_store_details, con, details)
+            await fetch_and_store(
+                [queued[i : i + DETAIL_BATCH] for i in range(0, len(queued), DETAIL_BATCH)],
+                lambda ids: _fetch_details(client, ids),
+                lambda details: _store_details(con, details),
+            )
             return len(queued)
 
         fetched = fetch(upstream, drain)

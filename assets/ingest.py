@@ -75,3 +75,19 @@ def run_metadata(fetched: Fetched[object], rows: int, **extra: float | int | str
         "duration_s": round(fetched.seconds, 3),
         **extra,
     }
+
+
+async def fetch_and_store(
+    batches: list[list[Any]],
+    fetch_batch: Callable[[list[Any]], Awaitable[T]],
+    store_batch: Callable[[T], None],
+) -> None:
+    """Fetch batch n+1 while batch n is written (in a worker thread), one write at a time."""
+    writing: asyncio.Future[None] | None = None
+    for batch in batches:
+        fetched = await fetch_batch(batch)
+        if writing is not None:
+            await writing
+        writing = asyncio.ensure_future(asyncio.to_thread(store_batch, fetched))
+    if writing is not None:
+        await writing

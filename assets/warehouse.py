@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 from assets.asset_walk import Key, WalkReport, key_of, keyset_walk, page_walk
 from assets.bookmarks import resume_from, write_bookmark
 from assets.checks import key_check
-from assets.ingest import fetch, ingest_asset, run_metadata
+from assets.ingest import fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from ductwork.contract.encoding import dumps
 from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
@@ -218,9 +218,11 @@ def warehouse_submittals(
         todo = [row for row in wanted if config.mode == "reconcile" or have.get(row[0]) != row[3]]
 
         async def run(client: UpstreamClient) -> None:
-            for start in range(0, len(todo), SUBMITTAL_BATCH):
-                rows = await _fetch_submittals(client, todo[start : start + SUBMITTAL_BATCH])
-                await asyncio.to_thread(_store_submittals, con, rows)
+            await fetch_and_store(
+                [todo[i : i + SUBMITTAL_BATCH] for i in range(0, len(todo), SUBMITTAL_BATCH)],
+                lambda requests: _fetch_submittals(client, requests),
+                lambda rows: _store_submittals(con, rows),
+            )
 
         fetched = fetch(upstream, run)
         keys = pa.table({"request_key": pa.array([row[0] for row in wanted], pa.string())})

@@ -196,8 +196,8 @@ def test_a_quiescent_run_after_mutations_during_paging_equals_the_upstream(
     fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
     faults = fresh_upstream.state.faults
-    faults.mutate_every = 7  # the data changes under the sync every 7 requests
-    faults.mutation = {"assets_updated": 30, "assets_added": 5, "leads_added": 3}
+    faults.mutate_every = 40  # the data changes under the sync every 40 requests
+    faults.mutation = {"assets_updated": 10, "assets_added": 3, "leads_added": 2}
     sync(tmp_path, fresh_upstream, object_store)
     assert fresh_upstream.state.mutations > 0
     faults.mutate_every = 0
