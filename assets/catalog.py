@@ -8,7 +8,7 @@ import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
-from assets.checks import key_check
+from assets.checks import key_check, pairing_products_resolve
 from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.list_reader import ListRead, read_whole_list
 from assets.loading import (
@@ -191,4 +191,5 @@ CATALOG_CHECKS: list[dg.AssetChecksDefinition] = [
         for asset, slug in zip(UNIT_ASSETS, paths.UNIT_SLUGS, strict=True)
     ),
     key_check(pairings, "pairings", ["relationship_id"]),
+    pairing_products_resolve(pairings),
 ]

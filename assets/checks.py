@@ -8,6 +8,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from assets.loading import open_warehouse
+from warehouse_sql import read_sql
 
 
 def key_check(
@@ -41,6 +42,28 @@ def key_check(
         return dg.AssetCheckResult(
             passed=null_keys == 0 and duplicates == 0,
             metadata={"rows": rows, "null_keys": null_keys, "duplicate_keys": duplicates},
+        )
+
+    return _check
+
+
+def pairing_products_resolve(pairings: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """A warning when pairings name SKUs the catalog lacks (kept as received, listed here)."""
+
+    @dg.asset_check(
+        asset=pairings,
+        name="pairing_products_resolve_to_catalog",
+        additional_deps=["catalog_items"],
+        description="Every SKU a pairing names is in the catalog (a warning: pairings may run "
+        "ahead of the catalog; the JSON is served unchanged either way).",
+    )
+    def _check(warehouse: DuckDBResource) -> dg.AssetCheckResult:
+        with open_warehouse(warehouse) as con:
+            missing = [row[0] for row in con.execute(read_sql("pairing_skus_missing")).fetchall()]
+        return dg.AssetCheckResult(
+            passed=not missing,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"missing_skus": len(missing), "examples": ", ".join(missing[:20])},
         )
 
     return _check

@@ -91,6 +91,14 @@ class SyncSettings(_Base):
     )
 
 
+class AlertSettings(_Base):
+    """Where failed runs are reported."""
+
+    alert_webhook_url: str | None = Field(
+        default=None, description="POSTed a short JSON message for every failed run (optional)."
+    )
+
+
 class S3Settings(_Base):
     """The object store that holds manuals and mirrored product images."""
 
@@ -145,6 +153,7 @@ ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     UpstreamTuning,
     SyncSettings,
+    AlertSettings,
     S3Settings,
     ServeSettings,
 )

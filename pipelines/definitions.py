@@ -11,6 +11,7 @@ from assets.serving import SYNCED_ASSETS, serving_snapshot
 from assets.warehouse import WAREHOUSE_CHECKS
 from pipelines.jobs import JOBS, SCHEDULES
 from pipelines.resources import default_resources
+from pipelines.sensors import SENSORS
 
 SYNCED_AND_PUBLISHED = [*SYNCED_ASSETS, serving_snapshot]
 ALL_ASSETS = [*SYNCED_AND_PUBLISHED, product_images]
@@ -21,5 +22,6 @@ defs = dg.Definitions(
     asset_checks=ALL_CHECKS,
     jobs=JOBS,
     schedules=SCHEDULES,
+    sensors=SENSORS,
     resources=default_resources(),
 )
