@@ -94,18 +94,3 @@ def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnecti
     with resource.get_connection() as con:
         con.execute(schema_sql())
         yield con
-
-
-def log_sync(
-    con: duckdb.DuckDBPyConnection,
-    stream: str,
-    rows_written: int,
-    reported_total: int | None,
-    requests: int,
-    retries: int,
-) -> None:
-    """Append one line to ``sync_log``."""
-    con.execute(
-        "INSERT INTO sync_log VALUES (?, ?, ?, ?, ?, ?)",
-        [stream, datetime.now(UTC), rows_written, reported_total, requests, retries],
-    )

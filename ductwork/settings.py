@@ -6,7 +6,6 @@ required setting is reported in one line that names the variable.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -140,12 +139,6 @@ def load(kind: type[_S]) -> _S:
             reason = "is not set" if error["type"] == "missing" else error["msg"]
             problems.append(f"{name} {reason}")
         raise SettingsError("; ".join(problems)) from None
-
-
-@lru_cache
-def home() -> HomeSettings:
-    """The data-folder settings (cached: they do not change within a process)."""
-    return load(HomeSettings)
 
 
 ALL_GROUPS: tuple[type[BaseSettings], ...] = (

@@ -7,6 +7,7 @@ list traversals, every lookup, filters in odd casing, cursor walks, bad inputs a
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import httpx
 import pytest
@@ -161,7 +162,7 @@ def test_digital_asset_pages_and_updated_after_ties_match(
 ) -> None:
     assets = all_assets(upstream)
     stamps = [asset["updatedAt"] for asset in assets]
-    busiest = max(set(stamps), key=stamps.count)
+    busiest = Counter(stamps).most_common(1)[0][0]
     assert stamps.count(busiest) > 1, "the sandbox should share updatedAt between assets"
     requests: list[Request] = all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
     requests += [(WAREHOUSE_DIGITAL_ASSETS, {}), (WAREHOUSE_DIGITAL_ASSETS, {"page": 3})]
@@ -204,7 +205,7 @@ def test_full_lead_cursor_walks_projections_and_created_after_match(
     assert len(requests) > 5
     first = get_json(upstream, LEADS, count=1000)["data"]
     dates = [lead["CreatedDate"] for lead in first]
-    shared = max(set(dates), key=dates.count)
+    shared = Counter(dates).most_common(1)[0][0]
     requests += walk_requests(upstream, 1000, createdAfter=dates[len(dates) // 2])[:3]
     requests += walk_requests(upstream, 250, fields="Status,Name")[:4]
     requests += walk_requests(upstream, 1000, fields="LeadSource, StateCode,Id")[:2]

@@ -3,6 +3,7 @@ reconciliation after the upstream changed."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -181,7 +182,7 @@ def test_lead_walk_across_thousands_sharing_one_created_date_loses_and_repeats_n
     upstream: SandboxHandle, synced_home: Path
 ) -> None:
     dates = [key[0] for key in upstream.state.leads.keys]
-    busiest = max(set(dates), key=dates.count)
+    busiest = Counter(dates).most_common(1)[0][0]
     assert dates.count(busiest) > 2_000
     with duckdb.connect(str(HomeSettings(home=synced_home).warehouse_path), read_only=True) as con:
         ids = [row[0] for row in con.execute("SELECT id FROM leads").fetchall()]

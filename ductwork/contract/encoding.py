@@ -51,11 +51,6 @@ def epoch_micros(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def normalise_datetime(text: str) -> str:
-    """Parse a date-time parameter and render it in the contract's response form."""
-    return format_datetime(parse_datetime(text))
-
-
 def dumps(value: Any) -> bytes:
     """Serialise to compact UTF-8 JSON bytes (non-ASCII kept as is)."""
     return orjson.dumps(value)

@@ -30,9 +30,6 @@ WAREHOUSE_DIGITAL_ASSETS = f"{WAREHOUSE_PREFIX}/digital-assets"
 SUBMITTAL_DATA = f"{WAREHOUSE_PREFIX}/submittal-data"
 LEADS = f"{CRM_PREFIX}/leads"
 
-# Paths that answer without an Authorization header.
-UNAUTHENTICATED_PATHS: frozenset[str] = frozenset({INDOOR_MODELS})
-
 
 class Family(StrEnum):
     """A path family: it decides the error style of every answer under its prefix."""
