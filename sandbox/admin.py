@@ -1,67 +1,77 @@
-"""The sandbox's admin API under /_sandbox/ (same key, never faulted): faults, mutations,
-stats and the request log."""
+"""The admin API under ``/_sandbox/``: same Bearer key as the service, never faulted.
+
+- ``GET /_sandbox/faults``, ``PUT /_sandbox/faults`` (a JSON object of settings to change)
+- ``POST /_sandbox/mutate`` (``{"assets_updated": n, ...}``; answers the ids touched)
+- ``GET /_sandbox/stats`` (record counts and counters)
+- ``GET /_sandbox/log`` (recent requests: time, path, status; -1 for a dropped connection)
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+import orjson
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from ductwork.contract.encoding import dumps
+from sandbox.asgi import Answer, Receive, Scope, Send, read_body, send_answer
+from sandbox.mutations import validate_counts
+from sandbox.state import SandboxState
 
-from ductwork.contract.encoding import dumps, loads
-from sandbox.state import Faults, SandboxState
-
-PREFIX = "/_sandbox"
+PREFIX = "/_sandbox/"
 
 
-def admin_routes(state: SandboxState) -> list[Route]:
-    """Routes of the admin API."""
+def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
+    return Answer(status, dumps(body), headers=headers or {})
 
-    def authorised(request: Request) -> bool:
-        return request.headers.get("authorization", "") == f"Bearer {state.api_key}"
 
-    def answer(body: object, status: int = 200) -> Response:
-        return Response(dumps(body), status, media_type="application/json")
+class AdminApi:
+    """ASGI handler of the admin paths."""
 
-    async def faults(request: Request) -> Response:
-        if not authorised(request):
-            return answer({"error": "unauthorized"}, 401)
-        if request.method == "PUT":
-            wanted = loads(await request.body())
-            known = {f.name for f in fields(Faults)}
-            unknown = sorted(set(wanted) - known)
-            if unknown:
-                return answer({"error": f"unknown fault settings {unknown}"}, 400)
-            state.faults = Faults(**{**asdict(state.faults), **wanted})
-        return answer(asdict(state.faults))
+    def __init__(self, state: SandboxState) -> None:
+        self.state = state
 
-    async def mutate(request: Request) -> Response:
-        if not authorised(request):
-            return answer({"error": "unauthorized"}, 401)
-        return answer(state.mutate(loads(await request.body())))
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from sandbox.app import authorised
 
-    async def stats(request: Request) -> Response:
-        if not authorised(request):
-            return answer({"error": "unauthorized"}, 401)
-        return answer({
-            "products": sum(len(units) for units in state.units.values()),
-            "pairings": len(state.pairings),
-            "assets": len(state.assets.keys),
-            "leads": len(state.leads.keys),
-            "submittals": len(state.submittals),
-            "requests": state.requests_seen,
-            "mutations": state.mutations,
-        })  # fmt: skip
+        if not authorised(scope, self.state.api_key):
+            answer = _json({"error": "unauthorized"}, 401, {"WWW-Authenticate": "Bearer"})
+        else:
+            try:
+                answer = await self.answer(scope["method"], scope["path"][len(PREFIX) :], receive)
+            except ValueError as exc:  # bad JSON or settings
+                answer = _json({"error": str(exc)}, 400)
+        await send_answer(send, answer)
 
-    async def request_log(request: Request) -> Response:
-        if not authorised(request):
-            return answer({"error": "unauthorized"}, 401)
-        return answer([list(entry) for entry in state.request_log])
+    async def answer(self, method: str, name: str, receive: Receive) -> Answer:
+        """Dispatch one admin request; ValueError for a bad body."""
+        state = self.state
+        allowed = {
+            "faults": ("GET", "PUT"),
+            "mutate": ("POST",),
+            "stats": ("GET",),
+            "log": ("GET",),
+        }
+        if name not in allowed:
+            return _json({"error": f"no admin path {name!r}"}, 404)
+        if method not in allowed[name]:
+            return _json({"error": "method not allowed"}, 405, {"Allow": ", ".join(allowed[name])})
+        if name == "faults":
+            if method == "PUT":
+                changes = _object(await read_body(receive))
+                state.faults = state.faults.updated(changes)  # a new object: rolls restart
+            return _json(state.faults.as_json())
+        if name == "mutate":
+            counts = validate_counts(_object(await read_body(receive)))
+            return _json(state.mutate(counts))
+        if name == "stats":
+            with state.lock:
+                return _json(state.stats())
+        return _json([list(entry) for entry in state.request_log])
 
-    return [
-        Route(f"{PREFIX}/faults", faults, methods=["GET", "PUT"]),
-        Route(f"{PREFIX}/mutate", mutate, methods=["POST"]),
-        Route(f"{PREFIX}/stats", stats, methods=["GET"]),
-        Route(f"{PREFIX}/log", request_log, methods=["GET"]),
-    ]
+
+def _object(body: bytes) -> dict:
+    try:
+        value = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"body is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError("body must be a JSON object")
+    return value

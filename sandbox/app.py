@@ -1,24 +1,28 @@
-"""The sandbox upstream's answers: every path of the spec, exactly per the wire contract."""
+"""The sandbox upstream as a plain ASGI app: every path of the spec, per the wire contract.
+
+Parameter rules, error bodies and envelopes all come from ``ductwork.contract``, which the
+read API uses too; answers are joined from pre-serialised record bytes.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import logging
 import math
+import random
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.datastructures import QueryParams
 
 from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import dumps, format_datetime, loads
 from ductwork.contract.errors import (
-    JSON,
     ApiError,
+    ErrorCode,
     cursor_incomplete,
     lead_not_found,
     no_such_path,
@@ -33,16 +37,17 @@ from ductwork.contract.errors import (
     unknown_category,
 )
 from ductwork.contract.leads import read_fields
-from ductwork.contract.manuals import MANUALS_PREFIX, manual_item, object_url
-from sandbox.dataset import image_bytes
+from sandbox.asgi import Answer, Receive, Scope, Send, header, send_answer, serve_lifespan
+from sandbox.manuals import list_manuals
+from sandbox.media import image_png
 from sandbox.state import SandboxState
 
-Handler = Callable[[Request, SandboxState], Response]
-OPEN_PATHS = (paths.INDOOR_MODELS, "/media/")
-
-
-def _json(body: bytes, status: int = 200) -> Response:
-    return Response(content=body, status_code=status, media_type=JSON)
+Handler = Callable[[SandboxState, QueryParams, str], bytes]
+ADMIN_PREFIX = "/_sandbox/"
+MEDIA_PREFIX = "/media/images/"
+OPEN_PATHS = frozenset({paths.INDOOR_MODELS})
+LATEST = "\U0010ffff"  # sorts after every id: "strictly after this instant"
+log = logging.getLogger("sandbox")
 
 
 def _page(bodies: list[bytes], page: int, count: int, envelope: Callable) -> bytes:
@@ -50,104 +55,117 @@ def _page(bodies: list[bytes], page: int, count: int, envelope: Callable) -> byt
     return envelope(bodies[start:end], params.pagination(page, count, len(bodies)))
 
 
-def products(request: Request, state: SandboxState) -> Response:
-    query = request.query_params
+# ---- products ---------------------------------------------------------------------------
+
+
+def products(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """``/products``: catalog items in SKU order, optionally of one type."""
     category = query.get("category")
     if category is not None and category not in paths.UNIT_SLUGS:
         raise unknown_category(paths.UNIT_SLUGS)
     count, page = params.read_count(query.get("count")), params.read_page(query.get("page"))
-    items = state.catalog["items"]
-    bodies = [body for _, slug, body in items if category is None or slug == category]
-    return _json(_page(bodies, page, count, envelopes.product_list))
+    view = state.view()
+    items = view.items if category is None else view.items_by_slug[category]
+    return _page(items, page, count, envelopes.product_list)
 
 
 def unit_list(slug: str) -> Handler:
-    def handler(request: Request, state: SandboxState) -> Response:
-        query = request.query_params
-        names = ("series.name", "family.name", "brand")
-        wanted = [params.read_filter(query.get(name)) for name in names]
+    """The typed list of one unit type, with its three case-insensitive filters."""
+
+    def handler(state: SandboxState, query: QueryParams, _: str) -> bytes:
+        wanted = (
+            params.read_filter(query.get("series.name")),
+            params.read_filter(query.get("family.name")),
+            params.read_filter(query.get("brand")),
+        )
         count, page = params.read_count(query.get("count")), params.read_page(query.get("page"))
-        bodies = [
-            body
-            for _, filters, body in state.catalog["typed"][slug]
-            if all(w is None or w == f for w, f in zip(wanted, filters, strict=True))
-        ]
-        return _json(_page(bodies, page, count, envelopes.product_list))
+        bodies = state.view().typed[slug].matching(wanted)
+        return _page(bodies, page, count, envelopes.product_list)
 
     return handler
 
 
 def unit_lookup(slug: str) -> Handler:
-    def handler(request: Request, state: SandboxState) -> Response:
-        sku = request.path_params["sku"]
-        body = state.catalog["by_sku"].get((slug, sku))
+    """The typed lookup of one unit type: 404 for a SKU of another type."""
+
+    def handler(state: SandboxState, query: QueryParams, sku: str) -> bytes:
+        body = state.view().typed[slug].by_sku.get(sku)
         if body is None:
             raise unit_not_found(slug, sku)
-        return _json(envelopes.product_lookup(body))
+        return envelopes.product_lookup(body)
 
     return handler
 
 
-def resolve_unit(request: Request, state: SandboxState) -> Response:
-    sku = request.path_params["sku"]
-    body = state.catalog["resolver"].get(sku)
+def resolve_unit(state: SandboxState, query: QueryParams, sku: str) -> bytes:
+    """``/units/{sku}``: the unit's record whatever its type."""
+    body = state.view().resolver.get(sku)
     if body is None:
         raise product_not_found(sku)
-    return _json(envelopes.product_lookup(body))
+    return envelopes.product_lookup(body)
 
 
-def pairings(request: Request, state: SandboxState) -> Response:
-    query = request.query_params
-    sku = query.get("sku")
+def pairings(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """``/pairings``: by relationshipId, filtered by a SKU in any position and by relType."""
+    sku = query.get("sku") or None
     kind = params.read_rel_type(query.get("relType"))
     count, page = params.read_count(query.get("count")), params.read_page(query.get("page"))
-    bodies = [
-        body
-        for pairing, body in state.catalog["pairings"]
-        if (kind is None or pairing["relType"] == kind)
-        and (sku is None or any(p["sku"] == sku for p in pairing["products"]))
-    ]
-    return _json(_page(bodies, page, count, envelopes.pairing_list))
+    view = state.view()
+    if sku is not None:
+        chosen = view.pairings_by_sku.get(sku, [])
+        if kind is not None:
+            chosen = [i for i in chosen if view.pairing_types[i] == kind]
+        bodies = [view.pairing_bodies[i] for i in chosen]
+    elif kind is not None:
+        bodies = [view.pairing_bodies[i] for i in view.pairings_by_type.get(kind, [])]
+    else:
+        bodies = view.pairing_bodies
+    return _page(bodies, page, count, envelopes.pairing_list)
 
 
-def one_pairing(request: Request, state: SandboxState) -> Response:
-    wanted = params.read_relationship_id(request.path_params["relationship_id"])
-    body = state.catalog["pairing_by_id"].get(wanted)
+def one_pairing(state: SandboxState, query: QueryParams, raw_id: str) -> bytes:
+    """``/pairings/{relationship_id}``."""
+    wanted = params.read_relationship_id(raw_id)
+    body = state.view().pairing_by_id.get(wanted)
     if body is None:
         raise pairing_not_found(wanted)
-    return _json(envelopes.product_lookup(body))
+    return envelopes.product_lookup(body)
 
 
-def digital_assets(request: Request, state: SandboxState) -> Response:
-    query = request.query_params
+# ---- warehouse --------------------------------------------------------------------------
+
+
+def digital_assets(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Warehouse assets by (updatedAt, assetId); ``updatedAfter`` is strictly later."""
     page, count = params.read_page(query.get("page")), params.read_count(query.get("count"))
     after = params.read_datetime("updatedAfter", query.get("updatedAfter"))
+    normalised = None if after is None else format_datetime(after)
+    start, end = params.page_bounds(page, count)
     with state.lock:
-        first = 0
-        normalised = None
-        if after is not None:
-            normalised = format_datetime(after)
-            first = state.assets.first_after((normalised, "\U0010ffff"))
-        start, end = params.page_bounds(page, count)
-        total = len(state.assets.keys) - first
-        bodies = state.assets.bodies[first + start : first + min(end, total)]
+        table = state.assets
+        first = 0 if normalised is None else table.first_updated_after(normalised)
+        total = len(table.keys) - first
+        bodies = table.bodies[first + start : first + min(end, total)] if start < total else []
     pagination = params.pagination(page, count, total)
-    return _json(envelopes.warehouse_list(bodies, pagination, {"updatedAfter": normalised}))
+    return envelopes.warehouse_list(bodies, pagination, {"updatedAfter": normalised})
 
 
-def submittal_data(request: Request, state: SandboxState) -> Response:
-    query = request.query_params
+def submittal_data(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Submittal of an (idu, odu) combination; either may be absent, not both."""
     idu, odu = query.get("idu") or None, query.get("odu") or None
     if idu is None and odu is None:
         raise submittal_params_missing()
     body = state.submittals.get((idu, odu))
     if body is None:
         raise submittal_not_found()
-    return _json(envelopes.product_lookup(body))
+    return envelopes.product_lookup(body)
 
 
-def leads(request: Request, state: SandboxState) -> Response:
-    query = request.query_params
+# ---- crm --------------------------------------------------------------------------------
+
+
+def leads(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Leads by (CreatedDate, Id), after ``createdAfter`` and after the cursor."""
     keep = read_fields(query.get("fields"))
     after = params.read_datetime("createdAfter", query.get("createdAfter"))
     count = params.read_count(query.get("count"))
@@ -156,30 +174,35 @@ def leads(request: Request, state: SandboxState) -> Response:
         raise cursor_incomplete()
     cursor_at = params.read_datetime("cursorCreatedDate", cursor_date)
     with state.lock:
-        first = 0
-        if after is not None:
-            first = state.leads.first_after((format_datetime(after), "\U0010ffff"))
+        listing = state.leads
+        first = 0 if after is None else listing.first_created_after(format_datetime(after))
         if cursor_at is not None and cursor_id is not None:
-            first = max(first, state.leads.first_after((format_datetime(cursor_at), cursor_id)))
-        bodies = state.leads.bodies[first : first + count]
+            first = max(first, listing.first_after((format_datetime(cursor_at), cursor_id)))
+        bodies = listing.bodies[first : first + count]
     if keep is not None:
-        bodies = [dumps({k: v for k, v in loads(b).items() if k in keep}) for b in bodies]
-    return _json(envelopes.data_list(bodies))
+        bodies = [dumps({k: v for k, v in loads(body).items() if k in keep}) for body in bodies]
+    return envelopes.data_list(bodies)
 
 
-def lead_detail(request: Request, state: SandboxState) -> Response:
-    ident = request.path_params["lead_id"]
-    detail = state.lead_details.get(ident)
-    if detail is None:
-        raise lead_not_found(ident)
-    return _json(dumps(detail))
+def lead_detail(state: SandboxState, query: QueryParams, lead_id: str) -> bytes:
+    """One lead's detail object, without an envelope."""
+    with state.lock:
+        found = state.lead(lead_id)
+    if found is None:
+        raise lead_not_found(lead_id)
+    return dumps(found[1])
 
 
-def contractors(request: Request, state: SandboxState) -> Response:
-    return _json(state.contractors_body)
+# ---- internal ---------------------------------------------------------------------------
 
 
-def indoor_models(request: Request, state: SandboxState) -> Response:
+def contractors(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Contractors with reviews, as a JSON text in ``data``."""
+    return state.contractors_body
+
+
+def indoor_models(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Indoor models (no auth); 429 beyond ``indoor_models_per_second`` calls in a second."""
     now = time.monotonic()
     calls = state.indoor_model_calls
     while calls and now - calls[0] >= 1.0:
@@ -187,34 +210,16 @@ def indoor_models(request: Request, state: SandboxState) -> Response:
     if len(calls) >= state.indoor_models_per_second:
         raise rate_limited(max(1, math.ceil(1.0 - (now - calls[0]))))
     calls.append(now)
-    models = [
-        {"model": u["sku"], "sku": u["sku"], "series": u["series"]["name"],
-         "family": u["family"]["name"],
-         "capacityBtuh": (u.get("performance") or {}).get("coolingCapacityBtuh")}
-        for u in sorted(state.units["indoor-units"], key=lambda unit: unit["sku"])
-    ]  # fmt: skip
-    return _json(dumps({"success": True, "data": models}))
+    return state.view().indoor_models
 
 
-def manuals(request: Request, state: SandboxState) -> Response:
-    items: list[dict[str, Any]] = []
-    if state.s3_endpoint_url and state.s3_bucket:
-        import boto3
-
-        s3 = boto3.client("s3", endpoint_url=state.s3_endpoint_url, region_name="us-east-1")
-        pages = s3.get_paginator("list_objects_v2").paginate(
-            Bucket=state.s3_bucket, Prefix=MANUALS_PREFIX
-        )
-        for page in pages:
-            for obj in page.get("Contents") or []:
-                head = s3.head_object(Bucket=state.s3_bucket, Key=obj["Key"])
-                url = object_url(state.s3_endpoint_url, state.s3_bucket, obj["Key"])
-                items.append(manual_item(obj["Key"], url, obj["Size"], obj["LastModified"],
-                                         obj["ETag"], head.get("ContentType")))  # fmt: skip
-    return _json(dumps({"success": True, "data": items}))
+def manuals(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Objects under ``manuals/`` in the configured bucket (none without one)."""
+    return list_manuals(state.s3_endpoint_url, state.s3_bucket)
 
 
-def pim_image_sync(request: Request, state: SandboxState) -> Response:
+def pim_image_sync(state: SandboxState, query: QueryParams, _: str) -> bytes:
+    """Start an image sync job; 429 while the last one is younger than the cooldown."""
     with state.lock:
         now = time.monotonic()
         if state.last_pim_start is not None:
@@ -222,77 +227,127 @@ def pim_image_sync(request: Request, state: SandboxState) -> Response:
             if remaining > 0:
                 raise rate_limited(max(1, math.ceil(remaining)), "An image sync is running")
         state.last_pim_start = now
-    body = {"success": True, "jobId": str(uuid.uuid4()), "status": "started",
-            "startedAt": format_datetime(datetime.now(UTC))}  # fmt: skip
-    return _json(dumps(body))
+        state.pim_jobs += 1
+        job = uuid.UUID(
+            int=random.Random(f"pim:{state.seed}:{state.pim_jobs}").getrandbits(128), version=4
+        )
+    body = {
+        "success": True,
+        "jobId": str(job),
+        "status": "started",
+        "startedAt": format_datetime(datetime.now(UTC)),
+    }
+    return dumps(body)
 
 
-def media(request: Request, state: SandboxState) -> Response:
-    sku, number = request.path_params["sku"], request.path_params["name"].split(".")[0]
-    return Response(content=image_bytes(sku, number), media_type="image/png")
+# ---- routing ----------------------------------------------------------------------------
+
+EXACT: dict[str, Handler] = {
+    paths.PRODUCTS_LIST: products,
+    paths.PAIRINGS_LIST: pairings,
+    paths.WAREHOUSE_DIGITAL_ASSETS: digital_assets,
+    paths.SUBMITTAL_DATA: submittal_data,
+    paths.LEADS: leads,
+    paths.CONTRACTORS: contractors,
+    paths.INDOOR_MODELS: indoor_models,
+    paths.INTERNAL_DIGITAL_ASSETS: manuals,
+    paths.PIM_IMAGE_SYNC: pim_image_sync,
+    **{paths.unit_path(slug): unit_list(slug) for slug in paths.UNIT_SLUGS},
+}
+# Lookups: the rest of the (already percent-decoded) path is the key, slashes and all, so a
+# SKU with an encoded "/" misses in the family's style instead of falling to "no such path".
+PREFIXED: tuple[tuple[str, Handler], ...] = (
+    *((paths.unit_path(slug) + "/", unit_lookup(slug)) for slug in paths.UNIT_SLUGS),
+    (paths.UNITS_RESOLVER + "/", resolve_unit),
+    (paths.PAIRINGS_LIST + "/", one_pairing),
+    (paths.LEADS + "/", lead_detail),
+)
+BLOCKING = frozenset({manuals})  # run in a worker thread: they wait on the network
 
 
-def build_routes(state: SandboxState, admin: list[Route]) -> list[Route]:
-    """Every route of the emulated service, wrapped with auth and family-style errors."""
-    p = paths
-
-    def route(path: str, handler: Handler) -> Route:
-        return Route(path, _guarded(handler, state), methods=["GET"])
-
-    routes = [
-        route(p.PRODUCTS_LIST, products),
-        route(f"{p.UNITS_RESOLVER}/{{sku:path}}", resolve_unit),
-        route(p.PAIRINGS_LIST, pairings),
-        route(f"{p.PAIRINGS_LIST}/{{relationship_id:path}}", one_pairing),
-        route(p.WAREHOUSE_DIGITAL_ASSETS, digital_assets),
-        route(p.SUBMITTAL_DATA, submittal_data),
-        route(p.LEADS, leads),
-        route(f"{p.LEADS}/{{lead_id:path}}", lead_detail),
-        route(p.CONTRACTORS, contractors),
-        route(p.INDOOR_MODELS, indoor_models),
-        route(p.INTERNAL_DIGITAL_ASSETS, manuals),
-        route(p.PIM_IMAGE_SYNC, pim_image_sync),
-        route("/media/images/{sku}/{name}", media),
-    ]
-    for slug in p.UNIT_SLUGS:
-        routes.append(route(p.unit_path(slug), unit_list(slug)))
-        routes.append(route(f"{p.unit_path(slug)}/{{sku:path}}", unit_lookup(slug)))
-    return [*admin, *routes, Route("/{rest:path}", _guarded(_unknown, state))]
+def route(path: str) -> tuple[Handler, str] | None:
+    """The handler of a path and the path's key part (empty for lists)."""
+    handler = EXACT.get(path)
+    if handler is not None:
+        return handler, ""
+    for prefix, lookup in PREFIXED:
+        if path.startswith(prefix):
+            return lookup, path[len(prefix) :]
+    return None
 
 
-def _unknown(request: Request, state: SandboxState) -> Response:
-    raise no_such_path(request.url.path)
+def error_answer(error: ApiError, path: str) -> Answer:
+    """An error in the style of the path's family."""
+    return Answer.of_error(render(error, paths.family_of(path), path))
 
 
-def error_response(error: ApiError, path: str) -> Response:
-    """An error in the path family's style."""
-    answer = render(error, paths.family_of(path), path)
-    return Response(answer.body, answer.status, answer.headers, answer.media_type)
+def authorised(scope: Scope, api_key: str) -> bool:
+    """Whether the request carries ``Authorization: Bearer <api_key>``."""
+    scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), api_key)
 
 
-def _authorised(request: Request, state: SandboxState) -> bool:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and token.strip() == state.api_key
+class SandboxApp:
+    """The emulated service, plus its admin API (``/_sandbox/``) and media (``/media/``)."""
 
+    def __init__(self, state: SandboxState) -> None:
+        from sandbox.admin import AdminApi
 
-def _guarded(handler: Handler, state: SandboxState) -> Callable:
-    async def endpoint(request: Request) -> Response:
-        path = request.url.path
+        self.state = state
+        self.admin = AdminApi(state)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await serve_lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path.startswith(ADMIN_PREFIX):
+            await self.admin(scope, receive, send)
+        elif path.startswith(MEDIA_PREFIX):
+            await send_answer(send, self.media(path))
+        else:
+            await send_answer(send, await self.answer(scope))
+
+    async def answer(self, scope: Scope) -> Answer:
+        """The answer to one service request; never raises."""
+        path = scope["path"]
         try:
-            if not path.startswith(OPEN_PATHS) and not _authorised(request, state):
+            if scope["method"] not in ("GET", "HEAD"):
+                raise ApiError(
+                    ErrorCode.METHOD_NOT_ALLOWED,
+                    "Only GET is supported",
+                    headers={"Allow": "GET, HEAD"},
+                )
+            if path not in OPEN_PATHS and not authorised(scope, self.state.api_key):
                 raise unauthorized()
-            return handler(request, state)
+            found = route(path)
+            if found is None:
+                raise no_such_path(path)
+            handler, key = found
+            query = QueryParams(scope["query_string"])
+            if handler in BLOCKING:
+                body = await asyncio.to_thread(handler, self.state, query, key)
+            else:
+                body = handler(self.state, query, key)
+            return Answer(200, body)
         except ApiError as error:
-            return error_response(error, path)
+            return error_answer(error, path)
+        except Exception:
+            log.exception("sandbox: unexpected error answering %s", path)
+            return error_answer(ApiError(ErrorCode.INTERNAL, "Internal error"), path)
 
-    return endpoint
+    def media(self, path: str) -> Answer:
+        """``/media/images/<sku>/<n>.png``: deterministic PNG bytes of a product's image."""
+        sku, _, name = path[len(MEDIA_PREFIX) :].rpartition("/")
+        number = name.removesuffix(".png")
+        known = sku in self.state.view().resolver
+        if not (known and name.endswith(".png") and number.isdigit() and len(number) < 4):
+            return Answer(404, b'{"error":"no such image"}')
+        return Answer(200, image_png(sku, int(number)), "image/png")
 
 
-def create_app(state: SandboxState) -> Starlette:
-    """The sandbox as an ASGI app (faults are layered on by ``sandbox.faults``)."""
-    from sandbox.admin import admin_routes
-
-    app = Starlette(routes=build_routes(state, admin_routes(state)))
-    app.state.sandbox = state
-    return app
+def create_app(state: SandboxState) -> SandboxApp:
+    """The sandbox as an ASGI app (``sandbox.faults`` layers misbehaviour over it)."""
+    return SandboxApp(state)

@@ -1,81 +1,116 @@
-"""Misbehaviour layered over the sandbox: latency, 5xx, 429 and dropped connections, plus
-mutations every N requests and a log of every request."""
+"""Misbehaviour layered over the sandbox: latency, 5xx, 429, dropped connections, and
+mutations every N requests; plus the request log.
+
+Rolls come from a ``random.Random`` seeded with ``Faults.seed`` and restarted whenever the
+settings are replaced (``PUT /_sandbox/faults``), so a run's sequence of faults repeats.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+import time
 
-from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
-from sandbox.app import error_response
+from ductwork.contract.encoding import dumps, loads
+from ductwork.contract.errors import PROBLEM_JSON, ApiError, ErrorCode, rate_limited
+from sandbox.app import SandboxApp, error_answer
+from sandbox.asgi import Answer, Message, Receive, Scope, Send, send_answer
+from sandbox.fault_settings import Faults
 from sandbox.state import SandboxState
 
-Scope = MutableMapping[str, Any]
 UNFAULTED = ("/_sandbox/", "/media/")
+SERVER_ERRORS = (500, 502, 503, 504)
+_TITLES = {
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+_DROP_MESSAGE = "ASGI callable returned without completing response."
+
+
+class _QuietDrops(logging.Filter):
+    """Hide uvicorn's complaint about the responses the sandbox cuts short on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _DROP_MESSAGE
+
+
+def quiet_drops() -> None:
+    """Install the filter on uvicorn's error logger (once)."""
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietDrops) for f in logger.filters):
+        logger.addFilter(_QuietDrops())
+
+
+def server_error(status: int, path: str) -> Answer:
+    """An injected 500/502/503/504 in the family's error style, its status in the body too."""
+    answer = error_answer(ApiError(ErrorCode.INTERNAL, f"Injected fault ({status})"), path)
+    body = answer.body
+    if answer.media_type == PROBLEM_JSON:
+        problem = loads(body)
+        problem["status"], problem["title"] = status, _TITLES[status]
+        body = dumps(problem)
+    return Answer(status, body, answer.media_type, answer.headers)
 
 
 class FaultInjector:
-    """Pure ASGI middleware; rates are read from ``state.faults`` on every request."""
+    """ASGI middleware reading ``state.faults`` on every request."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], state: SandboxState) -> None:
+    def __init__(self, app: SandboxApp, state: SandboxState) -> None:
         self.app = app
         self.state = state
-        self.random = random.Random(state.faults.seed)
-        self._seed = state.faults.seed
+        self._settings: Faults | None = None
+        self._random = random.Random(0)
+        quiet_drops()
 
-    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+    def _rolls(self) -> random.Random:
+        faults = self.state.faults
+        if faults is not self._settings:
+            self._settings, self._random = faults, random.Random(f"faults:{faults.seed}")
+        return self._random
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith(UNFAULTED):
             await self.app(scope, receive, send)
             return
-        state, faults = self.state, self.state.faults
-        if faults.seed != self._seed:
-            self.random, self._seed = random.Random(faults.seed), faults.seed
+        state, rolls = self.state, self._rolls()
+        faults = state.faults
         state.requests_seen += 1
         if faults.mutate_every and state.requests_seen % faults.mutate_every == 0:
             state.mutate(faults.mutation)
         if faults.latency_ms:
             await asyncio.sleep(faults.latency_ms / 1000)
-        status = {"code": 0}
+        roll, path = rolls.random(), scope["path"]
+        if roll < faults.drop_rate:
+            await self._drop(scope, send)
+            state.log_request(time.time(), path, -1)
+            return
+        roll -= faults.drop_rate
+        if roll < faults.error_rate:
+            answer = server_error(rolls.choice(SERVER_ERRORS), path)
+        elif roll - faults.error_rate < faults.rate_limit_rate:
+            answer = error_answer(rate_limited(faults.retry_after_s), path)
+        else:
+            answer = await self.app.answer(scope)
+        await send_answer(send, answer)
+        state.log_request(time.time(), path, answer.status)
 
-        async def logged_send(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        roll = self.random.random()
-        try:
-            if roll < faults.drop_rate:
-                await _drop(send)
-                status["code"] = -1
-                return
-            roll -= faults.drop_rate
-            if roll < faults.error_rate:
-                code = self.random.choice([500, 502, 503, 504])
-                fault = ApiError(ErrorCode.INTERNAL, "Injected fault")
-                await _send_error(scope, logged_send, fault, code)
-                return
-            roll -= faults.error_rate
-            if roll < faults.rate_limit_rate:
-                await _send_error(scope, logged_send, rate_limited(faults.retry_after_s), 429)
-                return
-            await self.app(scope, receive, logged_send)
-        finally:
-            state.log_request(scope["path"], status["code"])
-
-
-async def _send_error(scope: Scope, send: Callable, error: ApiError, status: int) -> None:
-    response = error_response(error, scope["path"])
-    response.status_code = status
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": response.body})
-
-
-async def _drop(send: Callable) -> None:
-    """Promise a body, send part of it, then give up: the client sees the connection close."""
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": b'{"success":true,"da', "more_body": True})
-    raise ConnectionAbortedError("connection dropped by the sandbox on purpose")
+    async def _drop(self, scope: Scope, send: Send) -> None:
+        """Promise the real answer's length, send part of it, and stop: uvicorn then closes
+        the connection, and the client sees a truncated body."""
+        answer = await self.app.answer(scope)
+        start: Message = {
+            "type": "http.response.start",
+            "status": answer.status,
+            "headers": answer.raw_headers(),
+        }
+        await send(start)
+        await send(
+            {
+                "type": "http.response.body",
+                "body": answer.body[: len(answer.body) // 2],
+                "more_body": True,
+            }
+        )

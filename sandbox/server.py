@@ -1,15 +1,18 @@
-"""Running the sandbox upstream: the ``ductwork sandbox`` command, an in-process server for
-tests and benchmarks, and seeding the object store with manuals."""
+"""Running the sandbox upstream: the ``ductwork sandbox`` command (``serve``/``main``), an
+in-process server for tests and benchmarks (``running_sandbox``), and seeding an object
+store with manuals (``seed_manuals``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import socket
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import uvicorn
@@ -17,13 +20,26 @@ import uvicorn
 from ductwork.local_server import free_socket, serving
 from sandbox.app import create_app
 from sandbox.dataset import SCALES, generate
+from sandbox.fault_settings import Faults
 from sandbox.faults import FaultInjector
-from sandbox.state import Faults, SandboxState, build_state
+from sandbox.state import SandboxState, build_state
+
+__all__ = [
+    "SCALES",
+    "Faults",
+    "SandboxHandle",
+    "build",
+    "build_arg_parser",
+    "main",
+    "running_sandbox",
+    "seed_manuals",
+    "serve",
+]
 
 
 @dataclass(frozen=True)
 class SandboxHandle:
-    """A running sandbox: where it is, its key, and its live state (for tests to inspect)."""
+    """A running sandbox: its base URL, its key, and its live state (for tests to inspect)."""
 
     url: str
     api_key: str
@@ -38,10 +54,15 @@ def build(
     *,
     faults: Faults | None = None,
     **options: Any,
-) -> tuple[Any, SandboxState]:
-    """Generate the data and wrap the app with its fault layer."""
+) -> tuple[FaultInjector, SandboxState]:
+    """Generate the data and wrap the app in its fault layer.
+
+    ``options`` are state knobs: ``s3_endpoint_url``, ``s3_bucket``,
+    ``indoor_models_per_second``, ``pim_cooldown_s``.
+    """
     state = build_state(generate(seed, scale, public_url), api_key, public_url, seed, **options)
     if faults is not None:
+        faults.validate()
         state.faults = faults
     return FaultInjector(create_app(state), state), state
 
@@ -54,7 +75,10 @@ def running_sandbox(
     faults: Faults | None = None,
     **options: Any,
 ) -> Iterator[SandboxHandle]:
-    """The sandbox on a free loopback port in a background thread, stopped on exit."""
+    """The sandbox on a free 127.0.0.1 port in a background thread, stopped on exit.
+
+    Yields once it answers HTTP; image URLs point at its own ``/media/``.
+    """
     sock = free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     app, state = build(seed, scale, api_key, url, faults=faults, **options)
@@ -62,14 +86,75 @@ def running_sandbox(
         yield SandboxHandle(served, api_key, state)
 
 
+def _fastest(module: str, fallback: str) -> str:
+    return module if importlib.util.find_spec(module) is not None else fallback
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints one line once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, line: str) -> None:
+        super().__init__(config)
+        self._line = line
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(self._line, flush=True)
+
+
+def serve(
+    port: int,
+    seed: int,
+    scale: str,
+    api_key: str,
+    host: str = "127.0.0.1",
+    public_url: str | None = None,
+    s3_endpoint_url: str | None = None,
+    s3_bucket: str | None = None,
+    faults: Faults | None = None,
+    *,
+    indoor_models_per_second: int = 5,
+    pim_cooldown_s: float = 30.0,
+) -> None:
+    """Generate the data and serve it with uvicorn in the foreground until interrupted."""
+    public_url = (public_url or f"http://{host}:{port}").rstrip("/")
+    started = time.perf_counter()
+    app, state = build(
+        seed,
+        scale,
+        api_key,
+        public_url,
+        faults=faults,
+        s3_endpoint_url=s3_endpoint_url,
+        s3_bucket=s3_bucket,
+        indoor_models_per_second=indoor_models_per_second,
+        pim_cooldown_s=pim_cooldown_s,
+    )
+    took = time.perf_counter() - started
+    print(f"sandbox: {scale} data for seed {seed} in {took:.1f}s: {state.stats()}", flush=True)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    config = uvicorn.Config(
+        app,
+        loop=_fastest("uvloop", "asyncio"),
+        http=_fastest("httptools", "h11"),
+        log_level="warning",
+        access_log=False,
+    )
+    _AnnouncingServer(config, f"sandbox: serving on http://{host}:{port}").run(sockets=[sock])
+
+
 def seed_manuals(s3: Any, bucket: str, seed: int, count: int) -> list[str]:
-    """Put ``count`` deterministic manuals under ``manuals/`` (and decoys beside the prefix)."""
-    rng = random.Random(seed)
+    """Put ``count`` deterministic objects under ``manuals/`` (names with spaces, apostrophes
+    and non-ASCII letters), and decoys beside the prefix; returns the manuals' keys."""
+    rng = random.Random(f"manuals:{seed}")
     keys = []
     for n in range(count):
         name = rng.choice(["install", "Owner's guide", "wiring diagram", "Servicio técnico"])
         key = f"manuals/{n:03d} {name}.pdf"
-        body = rng.randbytes(64 + n)
+        body = b"%PDF-1.4\n" + rng.randbytes(64 + n)
         s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/pdf")
         keys.append(key)
     for decoy in ("manuals-old/a.pdf", "Manuals/b.pdf", "images/x.png"):
@@ -81,8 +166,9 @@ FAULT_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("error_rate", float, "Share of requests answered 500/502/503/504."),
     ("rate_limit_rate", float, "Share of requests answered 429 with Retry-After."),
     ("retry_after_s", int, "Retry-After of injected 429s, seconds."),
-    ("drop_rate", float, "Share of connections closed mid-response."),
+    ("drop_rate", float, "Share of responses cut off mid-body (connection closed)."),
     ("latency_ms", float, "Added to every answer, milliseconds."),
+    ("seed", int, "Seed of the fault rolls."),
     ("mutate_every", int, "Mutate the data every N requests (0: never)."),
 )
 
@@ -95,39 +181,51 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8900)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--scale", choices=sorted(SCALES), default="small")
+    parser.add_argument("--scale", choices=list(SCALES), default="small")
     parser.add_argument("--api-key", required=True, help="The Bearer key clients must send.")
     parser.add_argument("--public-url", default=None, help="Base of image URLs (default: own).")
     parser.add_argument("--s3-endpoint-url", default=None)
     parser.add_argument("--s3-bucket", default=None)
     parser.add_argument("--indoor-models-per-second", type=int, default=5)
     parser.add_argument("--pim-cooldown-s", type=float, default=30.0)
-    faults = parser.add_argument_group("faults (also settable at run time: PUT /_sandbox/faults)")
+    group = parser.add_argument_group("faults (also settable at run time: PUT /_sandbox/faults)")
+    defaults = Faults()
     for name, kind, help_text in FAULT_FLAGS:
-        flag = "--" + name.replace("_", "-")
-        faults.add_argument(flag, dest=f"fault_{name}", type=kind, help=help_text,
-                            default=getattr(Faults(), name))  # fmt: skip
+        flag = "--" + ("fault-seed" if name == "seed" else name.replace("_", "-"))
+        group.add_argument(
+            flag, dest=f"fault_{name}", type=kind, help=help_text, default=getattr(defaults, name)
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ductwork sandbox ...``: serve until interrupted."""
+    """``ductwork sandbox ...``: generate, print the URL when ready, serve until interrupted."""
     options = build_arg_parser().parse_args(argv)
-    public_url = options.public_url or f"http://{options.host}:{options.port}"
-    faults = Faults(**{name: getattr(options, f"fault_{name}") for name, _, _ in FAULT_FLAGS})
-    print(f"sandbox: generating {options.scale} data (seed {options.seed})", flush=True)
-    app, _ = build(
-        options.seed, options.scale, options.api_key, public_url, faults=faults,
-        s3_endpoint_url=options.s3_endpoint_url, s3_bucket=options.s3_bucket,
-        indoor_models_per_second=options.indoor_models_per_second,
-        pim_cooldown_s=options.pim_cooldown_s,
-    )  # fmt: skip
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((options.host, options.port))
-    print(f"sandbox: serving on http://{options.host}:{options.port}", flush=True)
-    config = uvicorn.Config(app, loop="uvloop", http="httptools", log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    known = {f.name for f in fields(Faults)}
+    faults = Faults(
+        **{name: getattr(options, f"fault_{name}") for name, _, _ in FAULT_FLAGS if name in known}
+    )
+    try:
+        faults.validate()
+    except ValueError as exc:
+        print(f"ductwork sandbox: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(
+            options.port,
+            options.seed,
+            options.scale,
+            options.api_key,
+            host=options.host,
+            public_url=options.public_url,
+            s3_endpoint_url=options.s3_endpoint_url,
+            s3_bucket=options.s3_bucket,
+            faults=faults,
+            indoor_models_per_second=options.indoor_models_per_second,
+            pim_cooldown_s=options.pim_cooldown_s,
+        )
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

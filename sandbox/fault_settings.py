@@ -1,0 +1,58 @@
+"""The sandbox's misbehaviour settings, as set by CLI flags or ``PUT /_sandbox/faults``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+RATES = ("error_rate", "rate_limit_rate", "drop_rate")
+
+
+@dataclass
+class Faults:
+    """Injected faults, applied to every path but ``/_sandbox/`` and ``/media/``.
+
+    Each request rolls once: below ``drop_rate`` the connection is cut mid-body, in the next
+    ``error_rate`` a 500/502/503/504, in the next ``rate_limit_rate`` a 429 with
+    ``Retry-After: retry_after_s``. ``seed`` makes the rolls repeatable.
+    """
+
+    error_rate: float = 0.0
+    rate_limit_rate: float = 0.0
+    retry_after_s: int = 1
+    drop_rate: float = 0.0
+    latency_ms: float = 0.0
+    seed: int = 0
+    mutate_every: int = 0  # apply ``mutation`` every N faultable requests (0: never)
+    mutation: dict[str, int] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The settings as the admin API shows them."""
+        return asdict(self)
+
+    def updated(self, changes: dict[str, Any]) -> Faults:
+        """A copy with ``changes`` applied; ValueError names what is unknown or out of range."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"unknown fault settings: {', '.join(unknown)}")
+        result = replace(self, **changes)
+        result.validate()
+        return result
+
+    def validate(self) -> None:
+        """Raise ValueError unless every setting has a usable type and range."""
+        for name in RATES:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+                raise ValueError(f"{name} must be a number between 0 and 1")
+        if sum(getattr(self, name) for name in RATES) > 1:
+            raise ValueError("error_rate + rate_limit_rate + drop_rate must not exceed 1")
+        for name in ("retry_after_s", "seed", "mutate_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
+        if not isinstance(self.latency_ms, int | float) or not 0 <= self.latency_ms <= 60_000:
+            raise ValueError("latency_ms must be a number between 0 and 60000")
+        if not isinstance(self.mutation, dict):
+            raise ValueError("mutation must be an object of counts")
