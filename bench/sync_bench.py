@@ -24,7 +24,7 @@ import dagster as dg
 import httpx
 
 from ductwork.local_server import free_socket
-from pipelines.processes import ProcessGroup, wait_until_answering
+from pipelines.processes import ProcessGroup, installed_command, wait_until_answering
 from pipelines.upstream_client import UpstreamClient
 
 KEY = "bench-key"
@@ -122,7 +122,9 @@ def main() -> int:
     ports = [free_socket().getsockname()[1] for _ in range(2)]
     url, s3_url = (f"http://127.0.0.1:{port}" for port in ports)
     with ProcessGroup() as group:
-        moto = group.start(["moto_server", "-H", "127.0.0.1", "-p", str(ports[1])])
+        moto = group.start(
+            [installed_command("moto_server"), "-H", "127.0.0.1", "-p", str(ports[1])]
+        )
         wait_until_answering(s3_url, moto)
         from pipelines.resources import ObjectStore
         from sandbox.server import seed_manuals

@@ -175,9 +175,10 @@ def _demo(options: argparse.Namespace) -> int:
 
 def _dev(options: argparse.Namespace) -> int:
     from pipelines.instance import prepare_dagster_home
+    from pipelines.processes import WORKSPACE, installed_command
 
     prepare_dagster_home(load(HomeSettings).dagster_home)
-    command = ["dagster", "dev", "-w", "workspace.yaml", "-p", str(options.port)]
+    command = [installed_command("dagster"), "dev", "-w", str(WORKSPACE), "-p", str(options.port)]
     return subprocess.call(command, env=os.environ.copy())
 
 

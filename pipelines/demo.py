@@ -14,7 +14,7 @@ from pathlib import Path
 from ductwork.contract import paths
 from ductwork.settings import HomeSettings, load
 from pipelines.instance import prepare_dagster_home
-from pipelines.processes import ProcessGroup, wait_until_answering
+from pipelines.processes import WORKSPACE, ProcessGroup, installed_command, wait_until_answering
 from serve.api_keys import KeyStore
 
 HOST = "127.0.0.1"
@@ -47,7 +47,9 @@ def run_demo(options: argparse.Namespace) -> int:
     with ProcessGroup() as group:
         _stop_on_sigterm()
         print(f"[demo] object store (moto S3 server) on {s3_url}, bucket {BUCKET}")
-        moto = group.start(["moto_server", "-H", HOST, "-p", str(options.s3_port)], env)
+        moto = group.start(
+            [installed_command("moto_server"), "-H", HOST, "-p", str(options.s3_port)], env
+        )
         wait_until_answering(s3_url, moto)
         _seed_bucket(s3_url, options.seed)
         print(f"[demo] sandbox upstream ({options.scale}, seed {options.seed}) on {upstream_url}")
@@ -73,7 +75,8 @@ def run_demo(options: argparse.Namespace) -> int:
         ui_url = None
         if not options.no_ui:
             ui_url = f"http://{HOST}:{options.ui_port}"
-            dev = ["dagster", "dev", "-w", "workspace.yaml", "-h", HOST, "-p", str(options.ui_port)]
+            dev = [installed_command("dagster"), "dev", "-w", str(WORKSPACE), "-h", HOST]
+            dev += ["-p", str(options.ui_port)]
             group.start(dev, env)
         _print_summary(api_url, key, ui_url, home)
         if options.exit_after_sync:

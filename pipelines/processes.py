@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, suppress
+from pathlib import Path
 
 import httpx
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+WORKSPACE = PROJECT_ROOT / "workspace.yaml"
+
+
+def installed_command(name: str) -> str:
+    """A console script of this environment (``dagster``, ``moto_server``), found beside the
+    running interpreter, so it works without the environment's ``bin`` on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} is not installed in this environment: run make install")
+    return found
 
 
 class ProcessGroup(AbstractContextManager["ProcessGroup"]):
