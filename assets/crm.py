@@ -176,6 +176,7 @@ def crm_leads(
             details_queued=queued,
             mode=config.mode,
             cursor_created_date=cursor.get("CreatedDate", ""),
+            cursor_id=cursor.get("Id", ""),
         )
     )
 

@@ -136,6 +136,12 @@ def warehouse_digital_assets(
             "SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL"
         ).fetchall()[0][0]
     bookmark = report.last or start
+    # Only a complete listing reports the stream's total; an incremental walk sees a part.
+    total = (
+        {"reported_total": next(iter(report.totals))}
+        if reconcile and len(report.totals) == 1
+        else {}
+    )
     return dg.MaterializeResult(
         metadata=run_metadata(
             fetched,
@@ -146,6 +152,7 @@ def warehouse_digital_assets(
             walk=walk,
             mode=config.mode,
             bookmark_updated_at=bookmark[0] if bookmark else "",
+            **total,
         )
     )
 
