@@ -220,3 +220,34 @@ def test_stream_controls_name_what_they_cannot_do(
     assert done.returncode == 2
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_every_synced_stream_has_blocking_stream_checks_and_a_freshness_policy() -> None:
+    from pipelines.definitions import ALL_CHECKS, SYNCED_ASSETS
+
+    graph = defs.resolve_asset_graph()
+    blocking = {spec.key for check in ALL_CHECKS for spec in check.check_specs if spec.blocking}
+    for asset in SYNCED_ASSETS:
+        name = asset.key.to_user_string()
+        assert dg.AssetCheckKey(asset.key, f"{name}_no_large_shrink") in blocking, name
+        assert graph.get(asset.key).freshness_policy is not None, name
+    assert dg.AssetCheckKey(dg.AssetKey("crm_leads"), "crm_leads_cursor_only_moves_forward") in (
+        blocking
+    )
+
+
+def test_every_upstream_reader_shares_one_pool_that_the_instance_limits_to_one(
+    tmp_path: Path,
+) -> None:
+    from pipelines.instance import prepare_dagster_home
+
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        assert graph.get(key).pools == {"duckdb_warehouse"}, key
+    prepare_dagster_home(tmp_path)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+            assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 1
+    finally:
+        del os.environ["DAGSTER_HOME"]
