@@ -95,6 +95,7 @@ def test_a_shrunken_table_fails_its_check_blocks_the_publish_and_a_full_refresh_
         )
     assert after["mode"] == "reconcile"
     assert after["dagster/row_count"] == live
+    assert after["bookmark_epoch_s"] > 0  # the watermark, numeric so the UI can plot it
     assert complete and counts["reported_total"] == counts["rows"] == live
     assert publishes(tmp_path) == 2
 
@@ -176,6 +177,7 @@ def test_a_lead_cursor_behind_the_previous_run_fails_and_a_reset_rereads_every_l
     # An incremental run after a reset walks the whole list again, and ends where it was.
     assert after["leads_new_or_resumed"] == after["dagster/row_count"] > 0
     assert after["cursor_created_date"] == reached["cursor_created_date"]
+    assert after["cursor_epoch_s"] == reached["cursor_epoch_s"] > 0
     assert passed
 
 
