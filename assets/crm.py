@@ -12,7 +12,7 @@ from pydantic import Field
 
 from assets.bookmarks import read_bookmark, resume_from, write_bookmark
 from assets.checks import key_check
-from assets.ingest import fetch, fetch_and_store, ingest_asset, run_metadata
+from assets.ingest import epoch_seconds, fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.lead_cursor import Cursor, walk_leads
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from ductwork.contract.encoding import format_datetime, parse_datetime
@@ -176,6 +176,8 @@ def crm_leads(
             details_queued=queued,
             mode=config.mode,
             cursor_created_date=cursor.get("CreatedDate", ""),
+            cursor_id=cursor.get("Id", ""),
+            cursor_epoch_s=epoch_seconds(cursor.get("CreatedDate")),
         )
     )
 

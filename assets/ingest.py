@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 
 import dagster as dg
 
+from ductwork.contract.encoding import parse_datetime
 from pipelines.resources import UpstreamResource
 from pipelines.upstream_client import RequestStats, UpstreamAuthError, UpstreamClient
 
@@ -75,6 +76,14 @@ def run_metadata(fetched: Fetched[object], rows: int, **extra: float | int | str
         "duration_s": round(fetched.seconds, 3),
         **extra,
     }
+
+
+def epoch_seconds(text: str | None) -> float:
+    """A watermark as seconds since the epoch, so the UI can plot it; 0.0 when unreadable."""
+    try:
+        return parse_datetime(text).timestamp() if text else 0.0
+    except ValueError:
+        return 0.0
 
 
 async def fetch_and_store(

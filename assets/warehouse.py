@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 from assets.asset_walk import Key, WalkReport, key_of, keyset_walk, page_walk
 from assets.bookmarks import resume_from, write_bookmark
 from assets.checks import key_check
-from assets.ingest import fetch, fetch_and_store, ingest_asset, run_metadata
+from assets.ingest import epoch_seconds, fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from ductwork.contract.encoding import dumps
 from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
@@ -136,6 +136,12 @@ def warehouse_digital_assets(
             "SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL"
         ).fetchall()[0][0]
     bookmark = report.last or start
+    # Only a complete listing reports the stream's total; an incremental walk sees a part.
+    total = (
+        {"reported_total": next(iter(report.totals))}
+        if reconcile and len(report.totals) == 1
+        else {}
+    )
     return dg.MaterializeResult(
         metadata=run_metadata(
             fetched,
@@ -146,6 +152,8 @@ def warehouse_digital_assets(
             walk=walk,
             mode=config.mode,
             bookmark_updated_at=bookmark[0] if bookmark else "",
+            bookmark_epoch_s=epoch_seconds(bookmark[0] if bookmark else None),
+            **total,
         )
     )
 

@@ -54,6 +54,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Full listings: detect deleted assets, re-read every lead and submittal.",
     )
+    sync.add_argument(
+        "--full-refresh",
+        action="append",
+        metavar="STREAM",
+        help="Re-read this stream from scratch (bookmark or cursor forgotten, deletions "
+        "detected); repeatable; adds the stream to the selection.",
+    )
+    sync.add_argument(
+        "--reset-bookmark",
+        action="append",
+        metavar="STREAM",
+        help="Forget the stream's bookmark or cursor, then sync it incrementally from the "
+        "start (warehouse_digital_assets, crm_leads); repeatable.",
+    )
     sync.set_defaults(run=_sync)
 
     run_job = sub.add_parser("run-job", help="Run one Dagster job of ductwork by name.")
@@ -107,9 +121,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _sync(options: argparse.Namespace) -> int:
-    from pipelines.sync_command import run_sync
+    from pipelines.sync_command import ControlError, run_sync
 
-    success = run_sync(options.select, publish=not options.no_publish, reconcile=options.reconcile)
+    try:
+        success = run_sync(
+            options.select,
+            publish=not options.no_publish,
+            reconcile=options.reconcile,
+            full_refresh=options.full_refresh,
+            reset=options.reset_bookmark,
+        )
+    except ControlError as exc:
+        print(f"ductwork: {exc}", file=sys.stderr)
+        return 2
     return 0 if success else 1
 
 

@@ -2,23 +2,57 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import dagster as dg
 
-from assets.catalog import CATALOG_CHECKS
-from assets.crm import CRM_CHECKS
-from assets.internal import INTERNAL_CHECKS, product_images
+from assets.catalog import CATALOG_ASSETS, CATALOG_CHECKS
+from assets.crm import CRM_CHECKS, crm_lead_details, crm_leads
+from assets.internal import INTERNAL_ASSETS, INTERNAL_CHECKS, product_images
 from assets.serving import SYNCED_ASSETS, serving_snapshot
-from assets.warehouse import WAREHOUSE_CHECKS
+from assets.stream_checks import (
+    complete_against_upstream,
+    cursor_only_moves_forward,
+    no_large_shrink,
+)
+from assets.warehouse import WAREHOUSE_CHECKS, warehouse_digital_assets, warehouse_submittals
 from pipelines.jobs import JOBS, SCHEDULES
 from pipelines.resources import default_resources
 from pipelines.sensors import SENSORS
 
 SYNCED_AND_PUBLISHED = [*SYNCED_ASSETS, serving_snapshot]
 ALL_ASSETS = [*SYNCED_AND_PUBLISHED, product_images]
-ALL_CHECKS = [*CATALOG_CHECKS, *WAREHOUSE_CHECKS, *CRM_CHECKS, *INTERNAL_CHECKS]
+# Blocking checks that compare a run with the previous one or with the upstream's totals.
+STREAM_CHECKS = [
+    *(no_large_shrink(asset) for asset in SYNCED_ASSETS),
+    cursor_only_moves_forward(crm_leads),
+    *(complete_against_upstream(asset) for asset in [*CATALOG_ASSETS, warehouse_digital_assets]),
+]
+ALL_CHECKS = [*CATALOG_CHECKS, *WAREHOUSE_CHECKS, *CRM_CHECKS, *INTERNAL_CHECKS, *STREAM_CHECKS]
+# Freshness per stream: each schedule's period with room for a late run (warn) and for a
+# missed one (fail). Dagster evaluates these policies itself and shows them on every asset.
+HOURLY = CATALOG_ASSETS
+EVERY_15_MINUTES = [warehouse_digital_assets, crm_leads, crm_lead_details]
+NIGHTLY = [warehouse_submittals, *INTERNAL_ASSETS, product_images]
+FRESHNESS = [
+    (HOURLY, timedelta(hours=1, minutes=30), timedelta(hours=3)),
+    (EVERY_15_MINUTES, timedelta(minutes=35), timedelta(hours=1)),
+    (NIGHTLY, timedelta(hours=25), timedelta(hours=49)),
+]
+POLICIES = {
+    asset.key: dg.FreshnessPolicy.time_window(fail_window=fail_after, warn_window=warn_after)
+    for assets, warn_after, fail_after in FRESHNESS
+    for asset in assets
+}
+
+
+def _with_freshness(spec: dg.AssetSpec) -> dg.AssetSpec:
+    policy = POLICIES.get(spec.key)
+    return spec if policy is None else dg.apply_freshness_policy(spec, policy)
+
 
 defs = dg.Definitions(
-    assets=ALL_ASSETS,
+    assets=[asset.map_asset_specs(_with_freshness) for asset in ALL_ASSETS],
     asset_checks=ALL_CHECKS,
     jobs=JOBS,
     schedules=SCHEDULES,

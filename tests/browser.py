@@ -38,9 +38,14 @@ def _run(url: str, *extra: str, wait_ms: int, timeout_s: float) -> subprocess.Co
         )  # fmt: skip
 
 
-def rendered_dom(url: str, *, wait_ms: int = 10_000, timeout_s: float = 90.0) -> str:
-    """The page's DOM after its scripts ran (up to ``wait_ms`` of virtual time)."""
-    done = _run(url, "--dump-dom", wait_ms=wait_ms, timeout_s=timeout_s)
+def rendered_dom(
+    url: str, *, size: str = "1600,1000", wait_ms: int = 10_000, timeout_s: float = 90.0
+) -> str:
+    """The page's DOM after its scripts ran (up to ``wait_ms`` of virtual time).
+
+    ``size`` matters for pages that render only the rows in view.
+    """
+    done = _run(url, "--dump-dom", f"--window-size={size}", wait_ms=wait_ms, timeout_s=timeout_s)
     if done.returncode != 0:
         raise RuntimeError(f"chromium failed on {url}: {done.stderr[-2000:]}")
     return done.stdout

@@ -1,0 +1,127 @@
+"""Checks that compare a materialization with the one before it, or with the upstream's word.
+
+Each check reads the run metadata its asset recorded (row count, cursor, reported total) from
+the Dagster instance; the verdicts themselves are plain functions of that metadata.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+# A table may lose at most this fraction of its rows in one run, unless the run reconciles.
+SHRINK_LIMIT = 0.2
+Metadata = Mapping[str, Any]
+
+
+def _plain(metadata: Mapping[str, dg.MetadataValue]) -> dict[str, Any]:
+    return {name: value.value for name, value in metadata.items()}
+
+
+def recent_metadata(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey
+) -> tuple[Metadata | None, Metadata | None]:
+    """The metadata of the asset's latest materialization and of the one before it."""
+    records = context.instance.fetch_materializations(key, limit=2).records
+    found = [_plain(r.asset_materialization.metadata) for r in records if r.asset_materialization]
+    return (found[0] if found else None, found[1] if len(found) > 1 else None)
+
+
+def shrink_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:
+    """Fail when the row count fell by more than SHRINK_LIMIT outside a reconciliation."""
+    rows = int((current or {}).get("dagster/row_count", 0))
+    before = int((previous or {}).get("dagster/row_count", 0))
+    reconciling = (current or {}).get("mode") == "reconcile"
+    lost = max(before - rows, 0)
+    shrunk = before > 0 and lost / before > SHRINK_LIMIT
+    return dg.AssetCheckResult(
+        passed=reconciling or not shrunk,
+        metadata={
+            "rows": rows,
+            "rows_before": before,
+            "rows_lost": lost,
+            "shrink_limit": SHRINK_LIMIT,
+            "reconciliation": reconciling,
+        },
+    )
+
+
+def lead_cursor(metadata: Metadata | None) -> tuple[str, str] | None:
+    """The (CreatedDate, Id) cursor a lead run recorded, if any."""
+    created = (metadata or {}).get("cursor_created_date") or ""
+    return (str(created), str((metadata or {}).get("cursor_id") or "")) if created else None
+
+
+def cursor_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:
+    """Fail when the lead cursor stands before where the previous run left it."""
+    now, before = lead_cursor(current), lead_cursor(previous)
+    moved_back = before is not None and (now is None or now < before)
+    return dg.AssetCheckResult(
+        passed=not moved_back,
+        metadata={
+            "cursor": ", ".join(now) if now else "",
+            "cursor_before": ", ".join(before) if before else "",
+        },
+    )
+
+
+def completeness_verdict(current: Metadata | None) -> dg.AssetCheckResult:
+    """Fail when the upstream reported a different total than the rows loaded.
+
+    Runs that list only part of a stream (incremental walks) report no total and pass.
+    """
+    reported = (current or {}).get("reported_total")
+    rows = int((current or {}).get("dagster/row_count", 0))
+    if reported is None:
+        return dg.AssetCheckResult(passed=True, metadata={"rows": rows, "reported_total": "n/a"})
+    return dg.AssetCheckResult(
+        passed=int(reported) == rows,
+        metadata={"rows": rows, "reported_total": int(reported), "missing": int(reported) - rows},
+    )
+
+
+def no_large_shrink(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """A blocking check: the asset's table did not shrink by more than SHRINK_LIMIT."""
+
+    @dg.asset_check(
+        asset=asset,
+        name=f"{asset.key.path[-1]}_no_large_shrink",
+        blocking=True,
+        description=f"Rows did not fall by more than {SHRINK_LIMIT:.0%} since the previous "
+        "materialization, unless the run was a reconciliation.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return shrink_verdict(*recent_metadata(context, asset.key))
+
+    return _check
+
+
+def cursor_only_moves_forward(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """A blocking check: the lead cursor never moves back."""
+
+    @dg.asset_check(
+        asset=asset,
+        name=f"{asset.key.path[-1]}_cursor_only_moves_forward",
+        blocking=True,
+        description="The (CreatedDate, Id) cursor is at or after where the previous run left it.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return cursor_verdict(*recent_metadata(context, asset.key))
+
+    return _check
+
+
+def complete_against_upstream(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """A blocking check: rows loaded equal the total the upstream reported."""
+
+    @dg.asset_check(
+        asset=asset,
+        name=f"{asset.key.path[-1]}_complete_against_upstream",
+        blocking=True,
+        description="Rows loaded equal the upstream's reported total (totalItems) of a full "
+        "listing; incremental runs report none and pass.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return completeness_verdict(recent_metadata(context, asset.key)[0])
+
+    return _check
