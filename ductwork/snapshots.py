@@ -86,17 +86,21 @@ def current(snapshots_dir: Path) -> Snapshot | None:
 def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Path]:
     """Delete snapshots beyond the newest ``keep`` that were replaced over ``grace_s`` ago.
 
-    Readers load a snapshot when it becomes current; the grace period covers a reader that
-    started loading just before a newer one was published.
+    A snapshot was replaced when the next newer one was published. Workers switch to a new
+    snapshot within a second or two of its publication; the grace period covers one that was
+    still loading the old one, and an old file that a worker still holds open stays readable
+    through its open handle after the unlink.
     """
     live = current(snapshots_dir)
     files = sorted(snapshots_dir.glob(f"{PREFIX}*{SUFFIX}"), reverse=True)
+    published = [path.stat().st_mtime for path in files]
     removed = []
     now = time.time()
-    for path in files[keep:]:
+    for index in range(max(keep, 1), len(files)):
+        path = files[index]
         if live is not None and path == live.path:
             continue
-        if now - path.stat().st_mtime > grace_s:
+        if now - published[index - 1] > grace_s:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
