@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
 from ductwork import snapshots
+from ductwork.settings import HomeSettings
+from serve.live_snapshot import LiveSnapshot
 
 
 def publish_fake(directory: Path, version: str, published_ago_s: float) -> Path:
@@ -45,3 +48,34 @@ def test_prune_never_deletes_the_current_snapshot(tmp_path: Path) -> None:
 
     assert old.exists() and old not in removed
     assert [path.name for path in removed] == [f"{snapshots.PREFIX}v2{snapshots.SUFFIX}"]
+
+
+def test_prune_keeps_a_leased_snapshot_past_the_grace_period_until_it_is_let_go(
+    tmp_path: Path,
+) -> None:
+    old = publish_fake(tmp_path, "v1", 3 * 3600)
+    publish_fake(tmp_path, "v2", 2 * 3600)
+    lease = snapshots.Lease(old)
+
+    assert snapshots.prune(tmp_path, keep=1, grace_s=600) == []
+    lease.release()
+    assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [old]
+
+
+def test_a_serving_worker_leases_its_snapshot_and_lets_it_go_when_it_switches(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
+    assert published is not None
+    names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in ("v1", "v2")]
+    for name in names:
+        shutil.copyfile(published.path, tmp_path / name)
+    old = tmp_path / names[0]
+    (tmp_path / snapshots.POINTER).write_text(names[0], encoding="utf-8")
+    live = LiveSnapshot(tmp_path)
+    assert live.load_now().version == "v1"
+    (tmp_path / snapshots.POINTER).write_text(names[1], encoding="utf-8")  # a new publish
+
+    assert snapshots.prune(tmp_path, keep=1, grace_s=0) == []  # still served
+    assert live.load_now().version == "v2"
+    assert snapshots.prune(tmp_path, keep=1, grace_s=0) == [old]
