@@ -1,13 +1,17 @@
-"""Asset checks that guard the serving snapshot: keys present and unique."""
+"""Asset checks that guard the serving snapshot: keys present and unique, and no table that the
+published snapshot has rows in suddenly empty."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import dagster as dg
+import duckdb
 from dagster_duckdb import DuckDBResource
 
 from assets.loading import open_warehouse
+from ductwork import snapshots
+from pipelines.resources import DataHome
 from warehouse_sql import read_sql
 
 
@@ -18,7 +22,9 @@ def key_check(
     where: str = "TRUE",
     where_params: Sequence[object] = (),
 ) -> dg.AssetChecksDefinition:
-    """A blocking check: no NULL and no duplicate ``key_columns`` in ``table`` (``where``).
+    """A blocking check: no NULL and no duplicate ``key_columns`` in ``table`` (``where``),
+    and not empty when the current published snapshot has rows there (a sync that emptied a
+    table is far likelier a fault than a real change, and must not reach the read API).
 
     Identifiers come from this codebase; values travel as parameters.
     """
@@ -34,17 +40,39 @@ def key_check(
         asset=asset,
         name=name,
         blocking=True,
-        description=f"Every row of {table} has a non-NULL, unique ({key}).",
+        description=f"Every row of {table} has a non-NULL, unique ({key}); not emptied since "
+        "the last publish.",
     )
-    def _check(warehouse: DuckDBResource) -> dg.AssetCheckResult:
+    def _check(warehouse: DuckDBResource, data_home: DataHome) -> dg.AssetCheckResult:
         with open_warehouse(warehouse) as con:
             rows, null_keys, duplicates = con.execute(query, list(where_params)).fetchall()[0]
+        published = _published_rows(data_home, query, where_params)
+        emptied = rows == 0 and bool(published)
         return dg.AssetCheckResult(
-            passed=null_keys == 0 and duplicates == 0,
-            metadata={"rows": rows, "null_keys": null_keys, "duplicate_keys": duplicates},
+            passed=null_keys == 0 and duplicates == 0 and not emptied,
+            metadata={
+                "rows": rows,
+                "null_keys": null_keys,
+                "duplicate_keys": duplicates,
+                "rows_in_published_snapshot": published if published is not None else -1,
+            },
         )
 
     return _check
+
+
+def _published_rows(data_home: DataHome, query: str, where_params: Sequence[object]) -> int | None:
+    """Rows the same count query finds in the current snapshot; None before the first publish
+    (or when that snapshot predates the table)."""
+    try:
+        _, con = snapshots.open_current(data_home.snapshots_dir)
+    except FileNotFoundError:
+        return None
+    with con:
+        try:
+            return con.execute(query, list(where_params)).fetchall()[0][0]
+        except duckdb.CatalogException:
+            return None
 
 
 def pairing_products_resolve(pairings: dg.AssetsDefinition) -> dg.AssetChecksDefinition:

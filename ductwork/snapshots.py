@@ -8,6 +8,7 @@ complete snapshot read-only and never contend with a running sync.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 import uuid
@@ -86,20 +87,53 @@ def current(snapshots_dir: Path) -> Snapshot | None:
 def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Path]:
     """Delete snapshots beyond the newest ``keep`` that were replaced over ``grace_s`` ago.
 
-    Readers load a snapshot when it becomes current; the grace period covers a reader that
-    started loading just before a newer one was published.
+    A snapshot was replaced when the next newer one was published. A snapshot that a reader
+    still leases (see ``Lease``) is kept whatever its age; the grace period covers a reader
+    that read the ``CURRENT`` pointer just before a publish and has not taken its lease yet.
     """
     live = current(snapshots_dir)
     files = sorted(snapshots_dir.glob(f"{PREFIX}*{SUFFIX}"), reverse=True)
+    published = [path.stat().st_mtime for path in files]
     removed = []
     now = time.time()
-    for path in files[keep:]:
+    for index in range(max(keep, 1), len(files)):
+        path = files[index]
         if live is not None and path == live.path:
             continue
-        if now - path.stat().st_mtime > grace_s:
+        if now - published[index - 1] > grace_s and not _in_use(path):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+class Lease:
+    """A shared lock on a snapshot file, held by a reader for as long as it serves from it;
+    ``prune`` never deletes a leased snapshot."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd: int | None = os.open(path, os.O_RDONLY)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        """Let the snapshot go (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops its lock
+            self._fd = None
+
+
+def _in_use(path: Path) -> bool:
+    """Whether some reader holds a lease on ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def open_current(snapshots_dir: Path) -> tuple[Snapshot, duckdb.DuckDBPyConnection]:

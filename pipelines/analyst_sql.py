@@ -10,8 +10,12 @@ import duckdb
 from ductwork import snapshots
 
 
-def run_query(query: str, output: str, snapshots_dir: Path) -> int:
-    """Run ``query`` read-only on the current snapshot and print it as table, csv or json."""
+def run_query(query: str, output: str, snapshots_dir: Path, out_file: Path | None = None) -> int:
+    """Run ``query`` read-only on the current snapshot; print it as table, csv or json, or
+    write it to ``out_file`` (required for parquet, which is binary)."""
+    if output == "parquet" and out_file is None:
+        print("ductwork: --format parquet needs --output FILE", file=sys.stderr)
+        return 2
     try:
         _, con = snapshots.open_current(snapshots_dir)
     except FileNotFoundError as exc:
@@ -19,15 +23,21 @@ def run_query(query: str, output: str, snapshots_dir: Path) -> int:
         return 2
     with con:
         try:
+            if output == "parquet":
+                con.sql(query).write_parquet(str(out_file))
+                return 0
             frame = con.execute(query).df()
         except duckdb.Error as exc:
             print(f"ductwork: query failed: {exc}", file=sys.stderr)
             return 1
     if output == "csv":
-        frame.to_csv(sys.stdout, index=False)
+        text = frame.to_csv(index=False)
     elif output == "json":
-        sys.stdout.write(frame.to_json(orient="records", date_format="iso") + "\n")
+        text = frame.to_json(orient="records", date_format="iso") + "\n"
     else:
-        with_options = frame.to_string(index=False, max_rows=200, max_colwidth=60)
-        print(with_options)
+        text = frame.to_string(index=False, max_rows=200, max_colwidth=60) + "\n"
+    if out_file is None:
+        sys.stdout.write(text)
+    else:
+        out_file.write_text(text, encoding="utf-8")
     return 0

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
 from serve.api_keys import SCOPES, KeyStore
@@ -98,7 +99,10 @@ def _parser() -> argparse.ArgumentParser:
 
     sql = sub.add_parser("sql", help="Run SQL on the current snapshot (read-only).")
     sql.add_argument("query")
-    sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
+    sql.add_argument(
+        "--output", type=Path, default=None, help="Write to this file (required for parquet)."
+    )
     sql.set_defaults(run=_sql)
 
     demo = sub.add_parser("demo", help="Sandbox upstream, full sync, read API and Dagster UI.")
@@ -188,7 +192,9 @@ def _keys_revoke(options: argparse.Namespace) -> int:
 def _sql(options: argparse.Namespace) -> int:
     from pipelines.analyst_sql import run_query
 
-    return run_query(options.query, options.format, load(HomeSettings).snapshots_dir)
+    return run_query(
+        options.query, options.format, load(HomeSettings).snapshots_dir, options.output
+    )
 
 
 def _demo(options: argparse.Namespace) -> int:

@@ -46,6 +46,7 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
     app.state.keys = KeyStore(home.keys_path)
     app.state.config = AppConfig(home, serve)
     app.state.indoor_models_limit = SlidingWindowLimit(serve.serve_indoor_models_per_second)
+    app.state.key_limit = SlidingWindowLimit(serve.serve_key_requests_per_second)
     _install_error_handlers(app)
     for family in (products, warehouse, crm, internal):
         app.include_router(family.router)

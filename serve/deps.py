@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ductwork.contract.errors import ApiError, ErrorCode, unauthorized
+from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
 from serve.api_keys import SCOPE_OF, ApiKey
 from serve.live_snapshot import ServingState
@@ -21,7 +21,8 @@ def serving_state(request: Request) -> ServingState:
 
 
 def require_key(request: Request) -> ApiKey:
-    """The caller's active key, allowed for this path's family; 401 or 403 otherwise."""
+    """The caller's active key, allowed for this path's family and within its rate limit;
+    401, 403 or 429 otherwise."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -29,6 +30,10 @@ def require_key(request: Request) -> ApiKey:
     key = request.app.state.keys.verify(token.strip())
     if key is None:
         raise unauthorized()
+    # Counted by the key's hash: the key itself is never kept in memory longer than needed.
+    wait = request.app.state.key_limit.check(key.key_hash)
+    if wait is not None:
+        raise rate_limited(wait)
     family = family_of(request.url.path)
     if family is not None and SCOPE_OF[family] not in key.scopes:
         raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {SCOPE_OF[family]!r} scope")

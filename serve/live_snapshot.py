@@ -33,6 +33,7 @@ class ServingState:
     digital_assets: PositionedList
     leads: PositionedList
     reader: SnapshotReader
+    lease: snapshots.Lease
 
     @property
     def etag(self) -> str:
@@ -41,19 +42,27 @@ class ServingState:
 
 
 def load_state(snapshot: snapshots.Snapshot) -> ServingState:
-    """Read a snapshot into memory (read-only connection, closed afterwards)."""
-    # The connection stays open for position-range reads; it closes with the state.
-    reader = SnapshotReader(duckdb.connect(str(snapshot.path), read_only=True))
-    con = reader.cursor()
-    return ServingState(
-        version=snapshot.version,
-        published_at=snapshot.path.stat().st_mtime,
-        catalog=load_catalog(con),
-        small=load_small_answers(con),
-        digital_assets=load_list(reader, "serving_digital_assets", "updated_us", with_ids=False),
-        leads=load_list(reader, "serving_leads", "created_us", with_ids=True),
-        reader=reader,
-    )
+    """Read a snapshot into memory, leased so that it is not pruned while it is served."""
+    lease = snapshots.Lease(snapshot.path)
+    try:
+        # The connection stays open for position-range reads; it closes with the state.
+        reader = SnapshotReader(duckdb.connect(str(snapshot.path), read_only=True))
+        con = reader.cursor()
+        return ServingState(
+            version=snapshot.version,
+            published_at=snapshot.path.stat().st_mtime,
+            catalog=load_catalog(con),
+            small=load_small_answers(con),
+            digital_assets=load_list(
+                reader, "serving_digital_assets", "updated_us", with_ids=False
+            ),
+            leads=load_list(reader, "serving_leads", "created_us", with_ids=True),
+            reader=reader,
+            lease=lease,
+        )
+    except BaseException:
+        lease.release()
+        raise
 
 
 class LiveSnapshot:
@@ -79,8 +88,15 @@ class LiveSnapshot:
         """Load the current snapshot synchronously (at start-up)."""
         snap = snapshots.current(self._dir)
         if snap is not None and (self._state is None or snap.version != self._state.version):
-            self._state = load_state(snap)
+            self._swap(load_state(snap))
         return self._state
+
+    def _swap(self, state: ServingState) -> None:
+        """Serve from ``state`` from now on and give up the lease on the previous snapshot
+        (requests already answering from it finish through its open connection)."""
+        previous, self._state = self._state, state
+        if previous is not None:
+            previous.lease.release()
 
     def _maybe_reload(self) -> None:
         snap = snapshots.current(self._dir)
@@ -94,7 +110,7 @@ class LiveSnapshot:
 
     def _load_in_background(self, snap: snapshots.Snapshot) -> None:
         try:
-            self._state = load_state(snap)
+            self._swap(load_state(snap))
             log.info("serving snapshot %s", snap.version)
         except Exception:
             log.exception("could not load snapshot %s; still serving the previous one", snap)

@@ -67,7 +67,7 @@ _MEANINGS = {
 def error_responses(
     schema: dict[str, Any],
     media_type: str = JSON,
-    statuses: tuple[int, ...] = (400, 401, 403, 404, 503),
+    statuses: tuple[int, ...] = (400, 401, 403, 404, 429, 503),
 ) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for a family's error answers."""
     return {
@@ -78,7 +78,7 @@ def error_responses(
 
 PRODUCT_ERRORS = error_responses(PRODUCT_ERROR)
 WAREHOUSE_ERRORS = error_responses(WAREHOUSE_ERROR)
-PROBLEM_ERRORS = error_responses(PROBLEM, PROBLEM_JSON, (400, 401, 403, 404, 429, 503))
+PROBLEM_ERRORS = error_responses(PROBLEM, PROBLEM_JSON)
 
 
 _DATE_TIME = {"type": "string", "format": "date-time"}

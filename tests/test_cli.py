@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 
+from ductwork import snapshots
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 
@@ -85,3 +87,22 @@ def test_keys_create_prints_the_key_last_and_stores_only_its_hash(tmp_path: Path
     assert key not in (tmp_path / "api-keys.json").read_text()
     listed = ductwork("keys", "list", env=env, timeout=120)
     assert "analyst\tcatalog" in listed.stdout
+
+
+def test_sql_writes_parquet_to_the_output_file_and_refuses_parquet_without_one(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "DUCTWORK_HOME": str(synced_home)}
+    out = tmp_path / "units.parquet"
+    query = "SELECT sku, unit_type FROM units ORDER BY sku"
+    done = ductwork("sql", query, "--format", "parquet", "--output", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    with duckdb.connect() as con:
+        written = con.execute("SELECT sku, unit_type FROM read_parquet(?)", [str(out)]).fetchall()
+        _, snapshot_con = snapshots.open_current(synced_home / "snapshots")
+        with snapshot_con:
+            expected = snapshot_con.execute(query).fetchall()
+    assert written == expected and len(written) > 0
+    refused = ductwork("sql", query, "--format", "parquet", env=env)
+    assert refused.returncode == 2
+    assert "--output" in refused.stderr

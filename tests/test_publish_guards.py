@@ -1,0 +1,61 @@
+"""The checks that guard a publish: a table emptied since the last publish blocks it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from assets.checks import key_check
+from assets.internal import internal_manuals
+from ductwork import snapshots
+from ductwork.settings import HomeSettings
+from pipelines.resources import DataHome
+
+
+def home_with_published_snapshot(synced_home: Path, home: Path) -> None:
+    """``home`` gets the synced folder's current snapshot, and an empty warehouse."""
+    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
+    assert published is not None
+    target = HomeSettings(home=home).snapshots_dir
+    target.mkdir(parents=True)  # the warehouse stays empty: no sync ran here
+    shutil.copyfile(published.path, target / published.path.name)
+    (target / snapshots.POINTER).write_text(published.path.name, encoding="utf-8")
+
+
+def run_manuals_check(home: Path) -> dg.AssetCheckResult:
+    """The manuals table's blocking check, run on ``home``."""
+    check = key_check(internal_manuals, "manuals", ["key"])
+    settings = HomeSettings(home=home)
+    return check(
+        warehouse=DuckDBResource(database=str(settings.warehouse_path)),
+        data_home=DataHome(path=str(home)),
+    )
+
+
+def test_a_table_emptied_since_the_last_publish_fails_its_blocking_check(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    home_with_published_snapshot(synced_home, tmp_path)
+
+    result = run_manuals_check(tmp_path)
+
+    assert not result.passed
+    assert result.metadata["rows"].value == 0
+    assert result.metadata["rows_in_published_snapshot"].value > 0
+
+
+def test_a_full_table_passes_and_a_first_sync_is_never_blocked_by_emptiness(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    first = tmp_path / "first"
+    first.mkdir()
+    assert run_manuals_check(first).passed  # nothing published yet: empty is allowed
+    full = tmp_path / "full"
+    home_with_published_snapshot(synced_home, full)
+    shutil.copyfile(
+        HomeSettings(home=synced_home).warehouse_path, HomeSettings(home=full).warehouse_path
+    )
+    assert run_manuals_check(full).passed

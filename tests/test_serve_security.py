@@ -1,0 +1,238 @@
+"""Security of the read API: the auth matrix over every protected path, rate limits per key and
+per client address, and no secret or personal data in the access log or error bodies."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+
+from ductwork import snapshots
+from ductwork.contract import paths
+from ductwork.contract.errors import PROBLEM_JSON
+from ductwork.contract.paths import Family, family_of
+from ductwork.local_server import serving
+from ductwork.settings import HomeSettings, ServeSettings
+from serve.api_keys import SCOPE_OF, SCOPES, KeyStore
+from serve.app import create_app
+from tests.conftest import ReadApi
+
+# Every path that needs a key, built from the contract's path list; lookups with a made-up key
+# (authentication comes before the lookup, so the key decides the answer, not the record).
+PROTECTED_PATHS: tuple[str, ...] = (
+    paths.PRODUCTS_LIST,
+    paths.PAIRINGS_LIST,
+    f"{paths.PAIRINGS_LIST}/1",
+    f"{paths.UNITS_RESOLVER}/ANY-SKU",
+    *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
+    *(f"{paths.unit_path(slug)}/ANY-SKU" for slug in paths.UNIT_SLUGS),
+    paths.WAREHOUSE_DIGITAL_ASSETS,
+    f"{paths.SUBMITTAL_DATA}?idu=X",
+    paths.LEADS,
+    f"{paths.LEADS}/00Q-ANY",
+    paths.CONTRACTORS,
+    paths.INTERNAL_DIGITAL_ASSETS,
+    paths.PIM_IMAGE_SYNC,
+)
+
+
+def _template(path: str) -> str:
+    """``/a/b/{x}`` for ``/a/b/value`` when the last segment is a made-up key."""
+    bare = path.split("?")[0]
+    return bare.rsplit("/", 1)[0] + "/{}" if bare.endswith(("/1", "ANY-SKU", "ANY")) else bare
+
+
+def test_the_auth_matrix_covers_every_documented_path_that_needs_a_key(read_api: ReadApi) -> None:
+    documented = httpx.get(f"{read_api.url}/openapi.json").json()["paths"]
+    needing_key = {
+        path.split("{")[0] + ("{}" if "{" in path else "")
+        for path in documented
+        if family_of(path) is not None and path != paths.INDOOR_MODELS
+    }
+    assert needing_key == {_template(path) for path in PROTECTED_PATHS}
+
+
+def assert_error_style(answer: httpx.Response, status: int, path: str) -> None:
+    """``answer`` has ``status`` in the error style of the path's family (wire contract)."""
+    assert answer.status_code == status, (path, answer.status_code, answer.text[:300])
+    body = answer.json()
+    family = family_of(path.split("?")[0])
+    if family is Family.PRODUCTS:
+        assert body["success"] is False and body["data"] is None
+        expected_code = "UNAUTHORIZED" if status == 401 else "FORBIDDEN"
+        assert body["errors"][0]["code"] == expected_code
+    elif family is Family.WAREHOUSE:
+        assert body["success"] is False
+        assert isinstance(body["errors"][0], str) and body["errors"][0]
+    else:
+        assert answer.headers["content-type"].startswith(PROBLEM_JSON)
+        slug = "unauthorized" if status == 401 else "forbidden"
+        assert body["type"] == f"/problems/{slug}" and body["status"] == status
+    if status == 401:
+        assert answer.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.fixture(scope="module")
+def matrix_keys(read_api: ReadApi) -> dict[str, str]:
+    """A revoked key, and for each scope a key holding every scope but that one."""
+    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    revoked = store.create("matrix-revoked")
+    store.revoke("matrix-revoked")
+    keys = {"revoked": revoked}
+    for scope in SCOPES:
+        keys[f"without-{scope}"] = store.create(
+            f"matrix-without-{scope}", [s for s in SCOPES if s != scope]
+        )
+    return keys
+
+
+@pytest.mark.parametrize("path", PROTECTED_PATHS)
+def test_every_protected_path_answers_401_401_401_403_in_its_familys_style(
+    read_api: ReadApi, matrix_keys: dict[str, str], path: str
+) -> None:
+    url = f"{read_api.url}{path}"
+    scope = SCOPE_OF[family_of(path.split("?")[0])]
+    attempts = {
+        "no key": ({}, 401),
+        "wrong key": ({"Authorization": "Bearer dwk_not-a-key-that-was-ever-issued"}, 401),
+        "revoked key": ({"Authorization": f"Bearer {matrix_keys['revoked']}"}, 401),
+        "key lacking the scope": (
+            {"Authorization": f"Bearer {matrix_keys[f'without-{scope}']}"},
+            403,
+        ),
+    }
+    for headers, status in attempts.values():
+        assert_error_style(httpx.get(url, headers=headers), status, path)
+
+
+@pytest.fixture(scope="module")
+def strict_api(read_api: ReadApi) -> Iterator[str]:
+    """The read API with tight limits: 3 calls per key and 2 key-less calls per address a
+    second."""
+    limits = ServeSettings(serve_key_requests_per_second=3, serve_indoor_models_per_second=2)
+    with serving(create_app(HomeSettings(home=read_api.home), limits)) as url:
+        yield url
+
+
+def first_refusal(url: str, headers: dict[str, str], tries: int = 60) -> tuple[int, httpx.Response]:
+    """Call ``url`` until a 429; returns how many calls passed before it, and the 429."""
+    with httpx.Client(headers=headers) as client:
+        for passed in range(tries):
+            answer = client.get(url)
+            if answer.status_code == 429:
+                return passed, answer
+            assert answer.status_code == 200, answer.text[:300]
+    raise AssertionError(f"no 429 in {tries} calls to {url}")
+
+
+@pytest.mark.parametrize(
+    "path", [paths.unit_path("indoor-units"), paths.WAREHOUSE_DIGITAL_ASSETS, paths.LEADS]
+)
+def test_a_key_over_its_limit_gets_429_with_retry_after_while_another_key_is_served(
+    read_api: ReadApi, strict_api: str, path: str
+) -> None:
+    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    busy, other = store.create("busy"), store.create("other")
+    passed, refused = first_refusal(f"{strict_api}{path}", {"Authorization": f"Bearer {busy}"})
+    assert passed >= 3  # the limit itself is let through (more if a second went by)
+    assert int(refused.headers["retry-after"]) >= 1
+    body = refused.json()
+    family = family_of(path)
+    if family is Family.PRODUCTS:
+        assert body["errors"][0]["code"] == "RATE_LIMITED"
+    elif family is Family.WAREHOUSE:
+        assert body["success"] is False and body["errors"]
+    else:
+        assert body["type"] == "/problems/rate-limited" and body["status"] == 429
+    served = httpx.get(f"{strict_api}{path}", headers={"Authorization": f"Bearer {other}"})
+    assert served.status_code == 200
+
+
+def test_keyless_indoor_models_are_limited_per_client_address_with_a_429_problem(
+    strict_api: str,
+) -> None:
+    passed, refused = first_refusal(f"{strict_api}{paths.INDOOR_MODELS}", {})
+    assert passed >= 2
+    assert refused.headers["content-type"].startswith(PROBLEM_JSON)
+    assert refused.json()["type"] == "/problems/rate-limited"
+    assert int(refused.headers["retry-after"]) >= 1
+
+
+def lead_contacts(home: Path, limit: int = 20) -> list[str]:
+    """E-mail addresses and phone numbers of some leads in the current snapshot."""
+    snap, con = snapshots.open_current(HomeSettings(home=home).snapshots_dir)
+    with con:
+        rows = con.execute(
+            "SELECT record FROM lead_details WHERE found ORDER BY id LIMIT ?", [limit]
+        ).fetchall()
+    found: list[str] = []
+    for (record,) in rows:
+        found += _contact_values(json.loads(record))
+    assert found, f"no contact data in snapshot {snap.version}"
+    return found
+
+
+def _contact_values(value: object) -> list[str]:
+    """Strings under members whose name says e-mail or phone, at any depth."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            lowered = name.lower()
+            if isinstance(inner, str) and inner and ("mail" in lowered or "phone" in lowered):
+                found.append(inner)
+            else:
+                found += _contact_values(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found += _contact_values(inner)
+    return found
+
+
+def test_access_log_and_error_bodies_never_hold_keys_tokens_or_lead_contacts(
+    read_api: ReadApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    catalog_only = store.create("log-catalog-only", ["catalog"])
+    revoked = store.create("log-revoked")
+    store.revoke("log-revoked")
+    wrong = "dwk_wrong-token-that-must-not-be-logged"
+    contacts = lead_contacts(read_api.home)
+    keys = [read_api.key, catalog_only, revoked, wrong]
+    lead_ids = _lead_ids(read_api.home)
+    requests = [
+        (f"{paths.LEADS}?count=5&fields=Id,CreatedDate", read_api.key),
+        *((f"{paths.LEADS}/{lead_id}", key) for lead_id in lead_ids for key in keys),
+        # Contact data sent as a (bad) parameter is neither echoed nor logged.
+        *((f"{paths.LEADS}?createdAfter={contact}", read_api.key) for contact in contacts[:4]),
+        *((f"{paths.PRODUCTS_LIST}?count=0", key) for key in keys),
+        (f"{paths.WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=x", read_api.key),
+    ]
+    error_bodies: list[str] = []
+    with caplog.at_level(logging.INFO, logger="ductwork.access"), httpx.Client() as client:
+        for path, key in requests:
+            answer = client.get(
+                f"{read_api.url}{path}",
+                headers={"Authorization": f"Bearer {key}", "X-Api-Key": key},
+            )
+            if answer.status_code >= 400:
+                error_bodies.append(answer.text)
+    access_lines = [r.getMessage() for r in caplog.records if r.name == "ductwork.access"]
+    assert len(access_lines) >= len(requests)
+    assert len(error_bodies) >= len(lead_ids) * 3 + 4
+    secrets = [*keys, *contacts]
+    for text in [*access_lines, *error_bodies]:
+        for secret in secrets:
+            assert secret not in text, f"{secret[:6]}... leaked into: {text[:200]}"
+
+
+def _lead_ids(home: Path) -> list[str]:
+    snap = snapshots.current(HomeSettings(home=home).snapshots_dir)
+    assert snap is not None
+    with duckdb.connect(str(snap.path), read_only=True) as con:
+        rows = con.execute("SELECT id FROM lead_details WHERE found ORDER BY id LIMIT 3").fetchall()
+    return [row[0] for row in rows]
