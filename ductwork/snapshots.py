@@ -60,6 +60,7 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
                 "CREATE TABLE snapshot_info AS SELECT ?::VARCHAR AS version, now() AS published_at",
                 [version],
             )
+            warehouse.execute(read_sql("snapshot_info_comments"))
         finally:
             warehouse.execute(f'USE "{source}"')
         warehouse.execute("CHECKPOINT snapshot_target")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from importlib import resources
 
 # Applied in this order when a warehouse is opened: tables first, then views over them.
-SCHEMA_FILES: tuple[str, ...] = ("catalog", "warehouse", "crm", "internal", "sync_state")
+SCHEMA_FILES: tuple[str, ...] = (
+    "catalog", "warehouse", "crm", "internal", "sync_state", "table_comments", "analyst_views",
+)  # fmt: skip
 
 
 def read_sql(name: str) -> str:
