@@ -11,7 +11,7 @@ from pipelines.snapshot_catalog import Relation, describe
 
 def _cell(text: str | None) -> str:
     """Text fit for a Markdown table cell."""
-    return (text or "").replace("|", "\\|").replace("\n", " ")
+    return (text or "").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
 
 
 def render(relations: list[Relation], version: str) -> str:
