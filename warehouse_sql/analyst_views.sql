@@ -1,6 +1,6 @@
--- Views for analysts, over the tables above; created in the warehouse and so present in every
--- published snapshot. Each view and each of its columns carries a comment (COMMENT ON), which
--- `ductwork docs` prints into the data dictionary.
+-- Views for analysts, created in every published snapshot (analysts query snapshots). Each
+-- view and each of its columns carries a comment (COMMENT ON), which `ductwork docs` prints
+-- into the data dictionary.
 
 -- Pairings with both product slots expanded: each unit's series, family, cooling and heating
 -- capacity and efficiency (SEER2, HSPF2) from the catalog. P1 is a Pairing's indoor unit and

@@ -1,6 +1,6 @@
--- The data dictionary's text: a comment on every table and column of the warehouse, applied
--- with the DDL (views carry theirs in analyst_views.sql). `ductwork docs` reads them back from
--- DuckDB's catalog; a test fails when a table or column has none.
+-- The data dictionary's text: a comment on every table and column of the warehouse, applied to
+-- every published snapshot (views carry theirs in analyst_views.sql). `ductwork docs` reads them
+-- back from DuckDB's catalog; a test fails when a table or column of a snapshot has none.
 
 -- catalog.sql
 COMMENT ON TABLE catalog_items IS 'The product list (/products/v2.0/products): one row per SKU.';
