@@ -9,7 +9,6 @@ works offline.
 from __future__ import annotations
 
 import html
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,11 +153,11 @@ def lead_funnel(snapshots_dir: Path) -> tuple[str | None, list[tuple[str, int]]]
 def write_report(dagster_home: Path, snapshots_dir: Path, out: Path) -> int:
     """Write the report page to ``out``; returns the exit code."""
     streams: dict[str, list[Materialization]] = {}
-    if (dagster_home / "dagster.yaml").exists() or (dagster_home / "history").exists():
+    if dagster_home.is_dir():
         with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
             streams = stream_history(instance)
     version, statuses = lead_funnel(snapshots_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(streams, statuses, version, datetime.now(UTC)), encoding="utf-8")
-    print(f"wrote {out} ({len(streams)} streams)", file=sys.stdout)
+    print(f"wrote {out} ({len(streams)} streams)")
     return 0
