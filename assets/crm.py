@@ -99,13 +99,15 @@ class LeadsConfig(dg.Config):
 def _store_leads(
     con: duckdb.DuckDBPyConnection, leads: list[Record], cursor: Cursor | None
 ) -> None:
-    """Queue changed leads' details, upsert the page and move the cursor, in one transaction."""
+    """Queue changed leads' details, upsert the page, version its history and move the cursor,
+    in one transaction."""
     table = rows_table(leads, lead_row, LEAD_SCHEMA)
     con.execute("BEGIN TRANSACTION")
     try:
         con.register("incoming_rows", table)
         con.execute(read_sql("leads_changed"))
         con.execute(read_sql("leads_upsert"))
+        con.execute(read_sql("lead_history_apply"))
         if cursor is not None:
             write_bookmark(con, LEADS_STREAM, {"CreatedDate": cursor[0], "Id": cursor[1]})
         con.execute("COMMIT")
@@ -195,7 +197,7 @@ async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[Record]
 
 
 def _store_details(con: duckdb.DuckDBPyConnection, details: list[Record]) -> None:
-    """Upsert details and take them off the queue, in one transaction."""
+    """Upsert details, version their history and take them off the queue, in one transaction."""
     found = [d for d in details if not d.get("__missing__")]
     table = rows_table(found, detail_row, DETAIL_SCHEMA)
     missing = [d["id"] for d in details if d.get("__missing__")]
@@ -212,6 +214,9 @@ def _store_details(con: duckdb.DuckDBPyConnection, details: list[Record]) -> Non
                 con.execute(read_sql("lead_details_upsert"))
                 con.unregister("incoming_rows")
         ids = pa.table({"id": pa.array([str(d["id"]) for d in details], pa.string())})
+        con.register("incoming_rows", ids)
+        con.execute(read_sql("lead_history_apply"))
+        con.unregister("incoming_rows")
         con.register("done_ids", ids)
         con.execute("DELETE FROM lead_detail_queue WHERE id IN (SELECT id FROM done_ids)")
         con.unregister("done_ids")

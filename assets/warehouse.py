@@ -61,7 +61,8 @@ class DigitalAssetsConfig(dg.Config):
 
 
 def _upsert(con: duckdb.DuckDBPyConnection, records: list[Record], bookmark: Key | None) -> None:
-    """Upsert a batch and, when given, move the bookmark in the same transaction."""
+    """Upsert a batch, version its history and, when given, move the bookmark, in one
+    transaction."""
     newest: dict[str, Record] = {}
     for record in records:  # a batch may list an asset twice; keep its latest copy
         seen = newest.get(str(record["assetId"]))
@@ -73,6 +74,7 @@ def _upsert(con: duckdb.DuckDBPyConnection, records: list[Record], bookmark: Key
         con.register("incoming_rows", table)
         if table.num_rows:
             con.execute(read_sql("digital_assets_upsert"))
+            con.execute(read_sql("digital_asset_history_apply"))
         if bookmark is not None:
             write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
         con.execute("COMMIT")
@@ -84,11 +86,17 @@ def _upsert(con: duckdb.DuckDBPyConnection, records: list[Record], bookmark: Key
 
 
 def _mark_deleted(con: duckdb.DuckDBPyConnection, listed: set[str]) -> int:
-    """Set ``deleted_at`` on live assets a complete listing no longer contains."""
+    """Set ``deleted_at`` on live assets a complete listing no longer contains and close their
+    current history versions, in one transaction."""
     ids = pa.table({"asset_id": pa.array(sorted(listed), pa.string())})
     con.register("listed_ids", ids)
+    con.execute("BEGIN TRANSACTION")
     try:
         rows = con.execute(read_sql("digital_assets_mark_deleted")).fetchall()
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     finally:
         con.unregister("listed_ids")
     return rows[0][0] if rows else 0

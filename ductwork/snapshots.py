@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse_sql import read_sql
+from warehouse_sql import read_sql, snapshot_sql
 
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
@@ -56,11 +56,7 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
         warehouse.execute(f'COPY FROM DATABASE "{source}" TO snapshot_target')
         warehouse.execute("USE snapshot_target")
         try:
-            warehouse.execute(read_sql("serving"))
-            warehouse.execute(
-                "CREATE TABLE snapshot_info AS SELECT ?::VARCHAR AS version, now() AS published_at",
-                [version],
-            )
+            _build_snapshot_extras(warehouse, version)
         finally:
             warehouse.execute(f'USE "{source}"')
         warehouse.execute("CHECKPOINT snapshot_target")
@@ -70,6 +66,25 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
     os.replace(staging, final)
     _write_atomically(snapshots_dir / POINTER, final.name)
     return Snapshot(version, final)
+
+
+def _build_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str) -> None:
+    """Serving tables, comments, analyst views and ``snapshot_info``, in the database in use.
+
+    One transaction: its hundreds of COMMENT ON statements then commit once, not one by one.
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(snapshot_sql())
+        con.execute(
+            "CREATE TABLE snapshot_info AS SELECT ?::VARCHAR AS version, now() AS published_at",
+            [version],
+        )
+        con.execute(read_sql("snapshot_info_comments"))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def current(snapshots_dir: Path) -> Snapshot | None:

@@ -105,6 +105,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     sql.set_defaults(run=_sql)
 
+    docs = sub.add_parser("docs", help="Write the data dictionary from the current snapshot.")
+    docs.add_argument("--out", type=Path, default=Path("docs/data-dictionary.md"))
+    docs.set_defaults(run=_docs)
+
+    export = sub.add_parser("export", help="Every table and view of the snapshot as Parquet.")
+    export.add_argument("--to", required=True, metavar="DIR|s3://BUCKET/PREFIX")
+    export.set_defaults(run=_export)
+
+    report = sub.add_parser("report", help="Charts of the streams and the lead funnel (HTML).")
+    report.add_argument("--out", type=Path, default=Path("ductwork-report.html"))
+    report.set_defaults(run=_report)
+
     demo = sub.add_parser("demo", help="Sandbox upstream, full sync, read API and Dagster UI.")
     demo.add_argument("--scale", default="small", choices=["small", "medium", "large"])
     demo.add_argument("--seed", type=int, default=7)
@@ -195,6 +207,25 @@ def _sql(options: argparse.Namespace) -> int:
     return run_query(
         options.query, options.format, load(HomeSettings).snapshots_dir, options.output
     )
+
+
+def _docs(options: argparse.Namespace) -> int:
+    from pipelines.data_dictionary import write_dictionary
+
+    return write_dictionary(load(HomeSettings).snapshots_dir, options.out)
+
+
+def _export(options: argparse.Namespace) -> int:
+    from pipelines.export import run_export
+
+    return run_export(options.to, load(HomeSettings).snapshots_dir)
+
+
+def _report(options: argparse.Namespace) -> int:
+    from pipelines.report import write_report
+
+    home = load(HomeSettings)
+    return write_report(home.dagster_home, home.snapshots_dir, options.out)
 
 
 def _demo(options: argparse.Namespace) -> int:

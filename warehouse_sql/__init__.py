@@ -6,11 +6,19 @@ from importlib import resources
 
 # Applied in this order when a warehouse is opened: tables first, then views over them.
 SCHEMA_FILES: tuple[str, ...] = ("catalog", "warehouse", "crm", "internal", "sync_state")
+# Applied to every published snapshot (not to the working warehouse, whose every open would pay
+# for them): the data dictionary's comments and the analyst views.
+SNAPSHOT_FILES: tuple[str, ...] = ("serving", "table_comments", "analyst_views")
 
 
 def read_sql(name: str) -> str:
     """The text of ``warehouse_sql/<name>.sql``."""
     return resources.files(__name__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+def snapshot_sql() -> str:
+    """What a published snapshot gets beyond the warehouse's tables, in order."""
+    return "\n".join(read_sql(name) for name in SNAPSHOT_FILES)
 
 
 def schema_sql() -> str:

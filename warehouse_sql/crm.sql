@@ -39,3 +39,31 @@ CREATE TABLE IF NOT EXISTS lead_details (
 CREATE TABLE IF NOT EXISTS lead_detail_queue (
     id  VARCHAR PRIMARY KEY
 );
+
+-- Type-2 history of leads with their details: one row per version. A version opens when the
+-- list item or the details change, and closes (valid_to, is_current = false) when the next
+-- one opens. Written in the transactions that upsert `leads` and `lead_details`.
+CREATE TABLE IF NOT EXISTS lead_history (
+    id                   VARCHAR NOT NULL,
+    valid_from           TIMESTAMPTZ NOT NULL,
+    valid_to             TIMESTAMPTZ,        -- NULL while current
+    is_current           BOOLEAN NOT NULL,
+    created_at           TIMESTAMPTZ,
+    lead_number          VARCHAR,
+    status               VARCHAR,
+    lead_source          VARCHAR,
+    business_unit        VARCHAR,
+    state_code           VARCHAR,
+    postal_code          VARCHAR,
+    campaign             VARCHAR,
+    detail_found         BOOLEAN,            -- NULL until the details were fetched
+    detail_status        VARCHAR,
+    purchase_status      VARCHAR,
+    category             VARCHAR,
+    company              VARCHAR,
+    assigned_contractor  VARCHAR,
+    assigned_bu          VARCHAR,
+    annual_revenue       DOUBLE,
+    list_hash            VARCHAR NOT NULL,   -- md5 of the list item as received
+    detail_hash          VARCHAR             -- md5 of the details as received (NULL: none yet)
+);

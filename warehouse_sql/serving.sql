@@ -20,3 +20,13 @@ SELECT
     record
 FROM leads
 ORDER BY pos;
+
+COMMENT ON TABLE serving_digital_assets IS 'Live digital assets numbered in the contract''s order, for the read API''s paging.';
+COMMENT ON COLUMN serving_digital_assets.pos IS 'Position in (updatedAt, assetId) order, from 0.';
+COMMENT ON COLUMN serving_digital_assets.updated_us IS 'updatedAt in microseconds since the epoch.';
+COMMENT ON COLUMN serving_digital_assets.record IS 'The asset exactly as received (JSON).';
+COMMENT ON TABLE serving_leads IS 'Leads numbered in the contract''s order, for the read API''s paging.';
+COMMENT ON COLUMN serving_leads.pos IS 'Position in (CreatedDate, Id) order, from 0.';
+COMMENT ON COLUMN serving_leads.created_us IS 'CreatedDate in microseconds since the epoch.';
+COMMENT ON COLUMN serving_leads.id IS 'Lead Id.';
+COMMENT ON COLUMN serving_leads.record IS 'The list item exactly as received (JSON).';

@@ -32,3 +32,22 @@ CREATE TABLE IF NOT EXISTS submittals (
     record           JSON,                  -- the whole response body as received
     synced_at        TIMESTAMPTZ NOT NULL
 );
+
+-- Type-2 history of digital assets: one row per version, opened when an asset is first listed
+-- or changes, closed (valid_to, is_current = false) by its next version or by its deletion.
+-- Written in the transactions that upsert `digital_assets` and mark deletions.
+CREATE TABLE IF NOT EXISTS digital_asset_history (
+    asset_id         VARCHAR NOT NULL,
+    valid_from       TIMESTAMPTZ NOT NULL,
+    valid_to         TIMESTAMPTZ,            -- NULL while current
+    is_current       BOOLEAN NOT NULL,
+    sku              VARCHAR,
+    asset_type       VARCHAR,
+    title            VARCHAR,
+    url              VARCHAR,
+    mime_type        VARCHAR,
+    language         VARCHAR,
+    file_size_bytes  BIGINT,
+    updated_at       TIMESTAMPTZ,
+    record_hash      VARCHAR NOT NULL        -- md5 of the record as received
+);

@@ -1,0 +1,116 @@
+"""``ductwork export``: every table and view of the current snapshot as Parquet, with a
+manifest, into a folder or an S3 prefix (for BI tools and other engines)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import duckdb
+import pyarrow.parquet as pq
+from boto3.exceptions import S3UploadFailedError
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ductwork import snapshots
+from ductwork.settings import S3Settings, load
+from pipelines.resources import ObjectStore
+from pipelines.snapshot_catalog import Relation, describe, quote_identifier
+
+MANIFEST = "manifest.json"
+DATA_FILE = "data.parquet"
+BATCH_ROWS = 100_000
+
+
+def export_relation(con: duckdb.DuckDBPyConnection, relation: Relation, folder: Path) -> None:
+    """Stream one table or view into ``folder/<name>/data.parquet``."""
+    target = folder / relation.name
+    target.mkdir(parents=True, exist_ok=True)
+    reader = con.sql(f"SELECT * FROM {quote_identifier(relation.name)}").to_arrow_reader(BATCH_ROWS)
+    with pq.ParquetWriter(target / DATA_FILE, reader.schema, compression="zstd") as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+
+
+def manifest(relations: list[Relation], version: str) -> dict[str, Any]:
+    """What an export holds: the snapshot version and, per table, its file, rows and schema."""
+    return {
+        "snapshot_version": version,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "tables": [
+            {
+                "name": r.name,
+                "kind": r.kind,
+                "path": f"{r.name}/{DATA_FILE}",
+                "rows": r.rows,
+                "comment": r.comment,
+                "schema": [
+                    {"name": c.name, "type": c.data_type, "nullable": c.nullable} for c in r.columns
+                ],
+            }
+            for r in relations
+        ],
+    }
+
+
+def export_snapshot(snapshots_dir: Path, folder: Path) -> dict[str, Any]:
+    """Write the current snapshot's tables and views under ``folder``; returns the manifest."""
+    snap, con = snapshots.open_current(snapshots_dir)
+    with con:
+        relations = describe(con)
+        for relation in relations:
+            export_relation(con, relation, folder)
+    content = manifest(relations, snap.version)
+    (folder / MANIFEST).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    return content
+
+
+def upload_folder(store: ObjectStore, folder: Path, prefix: str) -> int:
+    """Copy every file under ``folder`` to ``prefix/`` in the store's bucket, the manifest last
+    (so a reader that finds the manifest finds every file it names). Returns the file count."""
+    client = store.client()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
+    for path in [*files, folder / MANIFEST]:
+        key = "/".join(part for part in (prefix, path.relative_to(folder).as_posix()) if part)
+        client.upload_file(str(path), store.bucket, key)
+    return len(files) + 1
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` as (bucket, prefix without slashes at either end)."""
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ValueError(f"not an s3://bucket/prefix URL: {url!r}")
+    return parts.netloc, parts.path.strip("/")
+
+
+def run_export(target: str, snapshots_dir: Path) -> int:
+    """``ductwork export --to DIR|s3://bucket/prefix``; returns the exit code."""
+    try:
+        if target.startswith("s3://"):
+            bucket, prefix = parse_s3_url(target)
+            s3 = load(S3Settings)
+            store = ObjectStore(
+                bucket=bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
+            )
+            with tempfile.TemporaryDirectory(prefix="ductwork-export-") as staging:
+                content = export_snapshot(snapshots_dir, Path(staging))
+                upload_folder(store, Path(staging), prefix)
+        else:
+            content = export_snapshot(snapshots_dir, Path(target))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"ductwork: {exc}", file=sys.stderr)
+        return 2
+    except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
+        print(f"ductwork: could not write to the object store: {exc}", file=sys.stderr)
+        return 1
+    tables = content["tables"]
+    print(
+        f"exported {len(tables)} tables and views ({sum(t['rows'] for t in tables):,} rows) "
+        f"of snapshot {content['snapshot_version']} to {target}"
+    )
+    return 0

@@ -1,0 +1,51 @@
+"""What a snapshot holds, read from DuckDB's own catalog: tables, views, columns, comments and
+row counts. Shared by the data dictionary and the exports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from warehouse_sql import read_sql
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table or view."""
+
+    name: str
+    data_type: str
+    nullable: bool
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One table or view with its columns and row count."""
+
+    name: str
+    kind: str  # "table" or "view"
+    comment: str | None
+    columns: tuple[Column, ...]
+    rows: int
+
+
+def quote_identifier(name: str) -> str:
+    """A DuckDB identifier in double quotes (names come from the catalog, never from input)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def describe(con: duckdb.DuckDBPyConnection) -> list[Relation]:
+    """Every table and view of the database's main schema, tables first, by name."""
+    found = []
+    for name, kind, comment in con.execute(read_sql("dictionary_relations")).fetchall():
+        columns = tuple(
+            Column(column, data_type, nullable, note or None)
+            for column, data_type, nullable, note in con.execute(
+                read_sql("dictionary_columns"), [name]
+            ).fetchall()
+        )
+        rows = con.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchall()[0][0]
+        found.append(Relation(name, kind, comment or None, columns, rows))
+    return found

@@ -1,0 +1,210 @@
+"""What analysts get from a synced snapshot: views, a data dictionary from the catalog, Parquet
+exports (folder and object store) and the report page, checked in headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from ductwork import snapshots
+from ductwork.settings import HomeSettings
+from pipelines.snapshot_catalog import describe
+from sandbox.server import SandboxHandle
+from tests.browser import rendered_dom
+from tests.conftest import ObjectStoreServer, resources_for
+from tests.test_cli import ductwork
+
+VIEWS = {
+    "pairings_expanded", "digital_assets_by_sku_type", "submittal_coverage", "leads_by_week",
+    "lead_status_transitions", "lead_time_in_status", "discontinued_products_in_pairings",
+}  # fmt: skip
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "DUCTWORK_HOME": str(home), **extra}
+
+
+def snapshot_counts(home: Path) -> dict[str, int]:
+    _, con = snapshots.open_current(HomeSettings(home=home).snapshots_dir)
+    with con:
+        return {relation.name: relation.rows for relation in describe(con)}
+
+
+def test_every_table_view_and_column_of_a_snapshot_has_a_comment(synced_home: Path) -> None:
+    _, con = snapshots.open_current(HomeSettings(home=synced_home).snapshots_dir)
+    with con:
+        relations = describe(con)
+    names = {r.name for r in relations}
+    assert names >= VIEWS
+    assert {"lead_history", "digital_asset_history", "snapshot_info", "serving_leads"} <= names
+    missing = [r.name for r in relations if not r.comment]
+    missing += [f"{r.name}.{c.name}" for r in relations for c in r.columns if not c.comment]
+    assert not missing, f"add COMMENT ON for: {missing}"
+
+
+def test_analyst_views_agree_with_the_tables_they_summarise(synced_home: Path) -> None:
+    _, con = snapshots.open_current(HomeSettings(home=synced_home).snapshots_dir)
+
+    def one(query: str) -> tuple:
+        return con.execute(query).fetchall()[0]
+
+    with con:
+        assert one("SELECT count(*) FROM pairings_expanded") == one("SELECT count(*) FROM pairings")
+        # Expanded slots carry the catalog's series and efficiency wherever the SKU resolves.
+        assert one(
+            "SELECT count(*) FROM pairings_expanded AS e JOIN units AS u "
+            "ON u.sku = e.p1_sku AND u.unit_type = e.p1_unit_type "
+            "WHERE e.p1_series IS DISTINCT FROM u.series_name"
+        ) == (0,)
+        assert (
+            one("SELECT count(p1_seer2), count(p2_cooling_capacity_btuh) FROM pairings_expanded")[0]
+            > 0
+        )
+        assert one("SELECT sum(leads) FROM leads_by_week") == one("SELECT count(*) FROM leads")
+        assert one("SELECT sum(live_assets) FROM digital_assets_by_sku_type") == one(
+            "SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL"
+        )
+        with_data, without = one(
+            "SELECT count(*) FILTER (has_submittal_data), count(*) FILTER (NOT has_submittal_data) "
+            "FROM submittal_coverage"
+        )
+        assert with_data > 0 and without > 0
+        assert one("SELECT count(*) FROM submittal_coverage WHERE has_submittal_data") == one(
+            "SELECT count(*) FROM submittal_coverage AS c JOIN submittals AS s "
+            "USING (request_key) WHERE s.found"
+        )
+        discontinued = con.execute(
+            "SELECT d.sku, d.pairings, (SELECT count(DISTINCT relationship_id) "
+            "FROM pairing_products AS pp WHERE pp.sku = d.sku AND pp.unit_type = d.unit_type) "
+            "FROM discontinued_products_in_pairings AS d"
+        ).fetchall()
+        assert discontinued and all(shown == actual for _, shown, actual in discontinued)
+        # A single sync: one stint per lead, no transitions yet.
+        assert one("SELECT count(*) FROM lead_time_in_status") == one("SELECT count(*) FROM leads")
+        assert one("SELECT count(*) FROM lead_status_transitions") == (0,)
+
+
+def test_docs_command_writes_the_dictionary_from_the_snapshot_catalog(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "data-dictionary.md"
+    done = ductwork("docs", "--out", str(out), env=env_for(synced_home))
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text(encoding="utf-8")
+    counts = snapshot_counts(synced_home)
+    for name, rows in counts.items():
+        assert f"## {name}\n" in text
+        assert f"| [`{name}`](#{name}) |" in text and f"| {rows:,} |" in text
+    assert "| `valid_to` | TIMESTAMP WITH TIME ZONE | yes | End of the version" in text
+
+
+def test_docs_command_without_a_snapshot_says_so(tmp_path: Path) -> None:
+    done = ductwork("docs", "--out", str(tmp_path / "d.md"), env=env_for(tmp_path))
+    assert done.returncode == 2 and "run a sync first" in done.stderr
+
+
+def test_export_to_a_folder_writes_every_table_and_view_as_parquet_with_a_manifest(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    done = ductwork("export", "--to", str(tmp_path / "out"), env=env_for(synced_home))
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    counts = snapshot_counts(synced_home)
+    assert {t["name"]: t["rows"] for t in manifest["tables"]} == counts
+    assert (
+        manifest["snapshot_version"]
+        == snapshots.current(HomeSettings(home=synced_home).snapshots_dir).version
+    )
+    for table in manifest["tables"]:
+        data = pq.read_table(tmp_path / "out" / table["path"])
+        assert data.num_rows == table["rows"], table["name"]
+        assert data.column_names == [c["name"] for c in table["schema"]]
+    # Another engine reads the export back, the JSON records intact.
+    with duckdb.connect() as con:
+        path = str(tmp_path / "out" / "leads" / "data.parquet")
+        parsed = con.execute(
+            "SELECT count(*) FROM read_parquet(?) WHERE json_valid(record)", [path]
+        ).fetchall()[0][0]
+    assert parsed == counts["leads"]
+
+
+def test_export_to_s3_writes_the_same_files_and_manifest(
+    synced_home: Path, object_store: ObjectStoreServer
+) -> None:
+    env = env_for(synced_home, DUCTWORK_S3_ENDPOINT_URL=object_store.endpoint_url)
+    prefix = "exports/nightly"
+    done = ductwork("export", "--to", f"s3://{object_store.bucket}/{prefix}/", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = object_store.resource().client()
+    body = client.get_object(Bucket=object_store.bucket, Key=f"{prefix}/manifest.json")["Body"]
+    manifest = json.loads(body.read())
+    counts = snapshot_counts(synced_home)
+    assert {t["name"]: t["rows"] for t in manifest["tables"]} == counts
+    listed = client.list_objects_v2(Bucket=object_store.bucket, Prefix=f"{prefix}/")
+    keys = {item["Key"] for item in listed["Contents"]}
+    assert keys == {f"{prefix}/manifest.json"} | {
+        f"{prefix}/{t['path']}" for t in manifest["tables"]
+    }
+    obj = client.get_object(
+        Bucket=object_store.bucket, Key=f"{prefix}/pairings_expanded/data.parquet"
+    )
+    assert pq.read_table(io.BytesIO(obj["Body"].read())).num_rows == counts["pairings_expanded"]
+
+
+def test_export_to_a_missing_bucket_or_a_bad_url_fails_clearly(
+    synced_home: Path, object_store: ObjectStoreServer
+) -> None:
+    env = env_for(synced_home, DUCTWORK_S3_ENDPOINT_URL=object_store.endpoint_url)
+    bad = ductwork("export", "--to", "s3:///no-bucket", env=env)
+    assert bad.returncode == 2 and "s3://bucket/prefix" in bad.stderr
+    missing = ductwork("export", "--to", "s3://no-such-bucket-here/x", env=env)
+    assert missing.returncode == 1 and "object store" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+@pytest.fixture(scope="module")
+def home_with_runs(
+    upstream: SandboxHandle,
+    object_store: ObjectStoreServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """A data folder synced twice with its runs recorded in a Dagster instance under it."""
+    from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
+
+    home = tmp_path_factory.mktemp("report")
+    dagster_home = HomeSettings(home=home).dagster_home
+    dagster_home.mkdir(parents=True)
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        for _ in range(2):
+            result = dg.materialize(
+                [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
+                resources=resources_for(home, upstream.url, object_store),
+                instance=instance,
+            )
+            assert result.success
+    return home
+
+
+def test_report_page_shows_its_charts_in_headless_chromium(
+    home_with_runs: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.html"
+    done = ductwork("report", "--out", str(out), env=env_for(home_with_runs))
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = out.read_text(encoding="utf-8")
+    assert "<script src=" not in page  # self-contained: plotly.js is inline
+    assert "crm_leads" in page and "Lead funnel" in page
+    dom = rendered_dom(out.as_uri())
+    # One rendered plotly chart per stream, the freshness chart and the funnel.
+    streams = dom.count('class="main-svg"')
+    assert dom.count("plot-container") >= 10
+    assert streams >= 2 * 10, streams  # plotly draws two main-svg layers per chart
+    assert "funnel" in dom and "requests" in dom and "retries" in dom
