@@ -5,7 +5,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: install test lint demo dev bench clean
+.PHONY: install test lint demo dev bench clean soak
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -23,6 +23,9 @@ lint: install ## ruff, and the Dagster definitions load
 
 test: lint ## The whole test suite
 	$(RUN) pytest
+
+soak: install ## More trials of the fault, crash and bad-input tests (minutes, not seconds)
+	DUCTWORK_SOAK=1 $(RUN) pytest tests/test_nothing_lost.py tests/test_read_api_bad_input.py
 
 demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster UI
 	$(RUN) ductwork demo

@@ -22,6 +22,7 @@ from assets.loading import (
     text_or_none,
     timestamp_or_none,
 )
+from assets.schema_drift import UNIT_RECORD
 from ductwork.contract import paths
 from pipelines.resources import UpstreamResource
 
@@ -145,8 +146,9 @@ def unit_list_asset(slug: str) -> dg.AssetsDefinition:
         table = rows_table(fetched.value.records, row_of, UNIT_SCHEMA)
         with open_warehouse(warehouse) as con:
             replace_rows(con, Replacement("units", table, "unit_type = ?", [slug]))
+        drift = UNIT_RECORD.drift(fetched.value.records)
         return dg.MaterializeResult(
-            metadata=run_metadata(fetched, table.num_rows, **_read_metadata(fetched.value))
+            metadata=run_metadata(fetched, table.num_rows, **_read_metadata(fetched.value), **drift)
         )
 
     return _unit_list

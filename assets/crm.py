@@ -188,7 +188,9 @@ async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[Record]
     """Fetch lead details concurrently (the client bounds requests in flight)."""
 
     async def one(lead_id: str) -> Record:
-        answer = await client.get(f"{LEADS}/{quote_segment(lead_id)}", accept=frozenset({200, 404}))
+        answer = await client.get(
+            f"{LEADS}/{quote_segment(lead_id)}", accept=frozenset({200, 404}), parse_json=True
+        )
         if answer.status == 404:
             return {"id": lead_id, "__missing__": True}
         return answer.json()

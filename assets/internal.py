@@ -73,7 +73,7 @@ def internal_contractors(
     upstream: UpstreamResource, warehouse: DuckDBResource
 ) -> dg.MaterializeResult:
     """Mirror the contractors answer and its parsed contents."""
-    fetched = fetch(upstream, lambda client: client.get(CONTRACTORS))
+    fetched = fetch(upstream, lambda client: client.get(CONTRACTORS, parse_json=True))
     body = fetched.value.json()
     contractors, problem = parse_contractors(body.get("data"))
     now = datetime.now(UTC)

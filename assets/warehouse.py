@@ -188,7 +188,9 @@ async def _fetch_submittals(
 
     async def one(key: str, idu: str | None, odu: str | None, signature: str) -> dict[str, Any]:
         query = {name: value for name, value in (("idu", idu), ("odu", odu)) if value}
-        answer = await client.get(SUBMITTAL_DATA, query, accept=frozenset({200, 404}))
+        answer = await client.get(
+            SUBMITTAL_DATA, query, accept=frozenset({200, 404}), parse_json=True
+        )
         data = answer.json().get("data") if answer.status == 200 else None
         found = isinstance(data, dict) and answer.status == 200
         return {

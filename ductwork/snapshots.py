@@ -50,6 +50,21 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
     version = new_version()
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
     staging = snapshots_dir / f".staging-{version}{SUFFIX}"
+    try:
+        _copy_into(warehouse, staging, version)
+        _fsync(staging)
+    except BaseException:
+        # A failed publish (a full disk, most likely) must not leave a half-written copy
+        # behind to take the space the next attempt needs.
+        _remove_staging(staging)
+        raise
+    os.replace(staging, final)
+    _write_atomically(snapshots_dir / POINTER, final.name)
+    return Snapshot(version, final)
+
+
+def _copy_into(warehouse: duckdb.DuckDBPyConnection, staging: Path, version: str) -> None:
+    """Copy every table of the warehouse, plus the serving tables, into ``staging``."""
     source = warehouse.execute("SELECT current_database()").fetchall()[0][0]
     warehouse.execute("ATTACH ? AS snapshot_target", [str(staging)])
     try:
@@ -62,10 +77,11 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
         warehouse.execute("CHECKPOINT snapshot_target")
     finally:
         warehouse.execute("DETACH snapshot_target")
-    _fsync(staging)
-    os.replace(staging, final)
-    _write_atomically(snapshots_dir / POINTER, final.name)
-    return Snapshot(version, final)
+
+
+def _remove_staging(staging: Path) -> None:
+    for path in (staging, staging.with_name(staging.name + ".wal")):
+        path.unlink(missing_ok=True)
 
 
 def _build_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str) -> None:
@@ -116,6 +132,11 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
         if live is not None and path == live.path:
             continue
         if now - published[index - 1] > grace_s and not _in_use(path):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    # Copies left by a publish that was killed part way; never made current.
+    for path in snapshots_dir.glob(f".staging-*{SUFFIX}*"):
+        if now - path.stat().st_mtime > grace_s:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed

@@ -5,7 +5,8 @@ cost per request decides its speed; measured against the sandbox on this machine
 answered 3,668 requests/s where httpx's async client managed 391 (bench/RESULTS.md).
 
 Pooled keep-alive connections, Bearer auth, a bound on requests in flight, retries with
-exponential backoff and full jitter on 5xx and dropped connections, ``Retry-After`` honoured
+exponential backoff and full jitter on 5xx, dropped connections and bodies that should be JSON
+but are not (cut short, or an HTML error page sent with status 200), ``Retry-After`` honoured
 on 429 (never a shorter wait), and an immediate, clear failure on 401. The API key is sent in
 a header and never appears in a message, a log line or metadata.
 """
@@ -47,6 +48,7 @@ class RequestStats:
     rate_limited: int = 0
     server_errors: int = 0
     dropped_connections: int = 0
+    malformed_bodies: int = 0
     bytes_received: int = 0
 
     def as_metadata(self) -> dict[str, int]:
@@ -60,10 +62,11 @@ class Answer:
 
     status: int
     body: bytes
+    document: Any = None  # the parsed body, when the request asked for JSON
 
     def json(self) -> Any:
         """The body parsed as JSON."""
-        return loads(self.body)
+        return self.document if self.document is not None else loads(self.body)
 
 
 @dataclass
@@ -134,11 +137,14 @@ class UpstreamClient:
         *,
         accept: frozenset[int] = frozenset({200}),
         auth: bool = True,
+        parse_json: bool = False,
     ) -> Answer:
         """GET ``path`` (already percent-encoded; or an absolute URL), retrying transient failures.
 
         Returns the answer when its status is in ``accept``; raises UpstreamAuthError on 401 and
-        UpstreamError on any other status or when retries run out.
+        UpstreamError on any other status or when retries run out. With ``parse_json`` an
+        accepted answer whose body is not JSON is retried like a dropped connection: a body
+        cut short or a proxy's HTML page must never be stored.
         """
         if self._http is None:
             raise RuntimeError("UpstreamClient used outside 'async with'")
@@ -161,8 +167,14 @@ class UpstreamClient:
                 else:
                     self.stats.bytes_received += len(body)
                     if status in accept:
-                        return Answer(status, body)
-                    delay = self._after_status(tally, path, status, retry_after, body)
+                        answer = _accepted(status, body, parse_json)
+                        if answer is not None:
+                            return answer
+                        self.stats.malformed_bodies += 1
+                        reason = f"HTTP {status} with a body that is not JSON"
+                        delay = self._after_failure(tally, path, reason)
+                    else:
+                        delay = self._after_status(tally, path, status, retry_after, body)
             self.stats.retries += 1
             log.debug("retrying GET %s in %.2fs", path, delay)
             await asyncio.sleep(delay)
@@ -198,7 +210,7 @@ class UpstreamClient:
 
     async def get_json(self, path: str, params: Params | None = None, *, auth: bool = True) -> Any:
         """GET a 200 JSON body."""
-        return (await self.get(path, params, auth=auth)).json()
+        return (await self.get(path, params, auth=auth, parse_json=True)).document
 
     async def iter_pages(
         self, path: str, params: Params | None = None, *, count: int = 1000
@@ -235,6 +247,16 @@ class UpstreamClient:
             raise UpstreamError(f"GET {path}: upstream asked to wait {wait:.0f}s (Retry-After)")
         # Never shorter than asked; a little jitter spreads concurrent waiters apart.
         return wait + self._random.uniform(0, min(1.0, 0.1 + wait * 0.1))
+
+
+def _accepted(status: int, body: bytes, parse_json: bool) -> Answer | None:
+    """The answer to return, or None when a JSON body was asked for and this is not one."""
+    if not parse_json:
+        return Answer(status, body)
+    try:
+        return Answer(status, body, loads(body))
+    except ValueError:  # orjson's JSONDecodeError
+        return None
 
 
 def _pagination_of(body: Mapping[str, Any]) -> Mapping[str, Any]:

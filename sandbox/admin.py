@@ -3,7 +3,8 @@
 - ``GET /_sandbox/faults``, ``PUT /_sandbox/faults`` (a JSON object of settings to change)
 - ``POST /_sandbox/mutate`` (``{"assets_updated": n, ...}``; answers the ids touched)
 - ``GET /_sandbox/stats`` (record counts and counters)
-- ``GET /_sandbox/log`` (recent requests: time, path, status; -1 for a dropped connection)
+- ``GET /_sandbox/log`` (recent requests: arrival time, answer time, path, query string,
+  status; -1 for a dropped connection)
 """
 
 from __future__ import annotations

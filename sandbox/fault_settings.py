@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-RATES = ("error_rate", "rate_limit_rate", "drop_rate")
+# In roll order: a roll below the first rate is that fault, and so on.
+RATES = ("drop_rate", "error_rate", "rate_limit_rate", "truncate_rate", "html_rate")
 
 
 @dataclass
@@ -14,13 +15,20 @@ class Faults:
 
     Each request rolls once: below ``drop_rate`` the connection is cut mid-body, in the next
     ``error_rate`` a 500/502/503/504, in the next ``rate_limit_rate`` a 429 with
-    ``Retry-After: retry_after_s``. ``seed`` makes the rolls repeatable.
+    ``Retry-After: retry_after_s``, in the next ``truncate_rate`` a 200 whose JSON body is cut
+    in half (with a matching Content-Length, so only parsing notices), in the next
+    ``html_rate`` a 200 carrying an HTML error page, as a misconfigured proxy sends.
+    ``seed`` makes the rolls repeatable. From the request after ``revoke_after`` on (0:
+    never), every answer is a 401, as when the key is revoked mid-run.
     """
 
     error_rate: float = 0.0
     rate_limit_rate: float = 0.0
     retry_after_s: int = 1
     drop_rate: float = 0.0
+    truncate_rate: float = 0.0
+    html_rate: float = 0.0
+    revoke_after: int = 0
     latency_ms: float = 0.0
     seed: int = 0
     mutate_every: int = 0  # apply ``mutation`` every N faultable requests (0: never)
@@ -47,8 +55,8 @@ class Faults:
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
                 raise ValueError(f"{name} must be a number between 0 and 1")
         if sum(getattr(self, name) for name in RATES) > 1:
-            raise ValueError("error_rate + rate_limit_rate + drop_rate must not exceed 1")
-        for name in ("retry_after_s", "seed", "mutate_every"):
+            raise ValueError(f"the sum of {', '.join(RATES)} must not exceed 1")
+        for name in ("retry_after_s", "seed", "mutate_every", "revoke_after"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer")

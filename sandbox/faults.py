@@ -1,5 +1,6 @@
-"""Misbehaviour layered over the sandbox: latency, 5xx, 429, dropped connections, and
-mutations every N requests; plus the request log.
+"""Misbehaviour layered over the sandbox: latency, 5xx, 429, dropped connections, truncated
+JSON, HTML error pages with status 200, a revoked key, and mutations every N requests; plus
+the request log.
 
 Rolls come from a ``random.Random`` seeded with ``Faults.seed`` and restarted whenever the
 settings are replaced (``PUT /_sandbox/faults``), so a run's sequence of faults repeats.
@@ -13,10 +14,10 @@ import random
 import time
 
 from ductwork.contract.encoding import dumps, loads
-from ductwork.contract.errors import PROBLEM_JSON, ApiError, ErrorCode, rate_limited
+from ductwork.contract.errors import PROBLEM_JSON, ApiError, ErrorCode, rate_limited, unauthorized
 from sandbox.app import SandboxApp, error_answer
 from sandbox.asgi import Answer, Message, Receive, Scope, Send, send_answer
-from sandbox.fault_settings import Faults
+from sandbox.fault_settings import RATES, Faults
 from sandbox.state import SandboxState
 
 UNFAULTED = ("/_sandbox/", "/media/")
@@ -28,6 +29,11 @@ _TITLES = {
     504: "Gateway Timeout",
 }
 _DROP_MESSAGE = "ASGI callable returned without completing response."
+HTML_ERROR_PAGE = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>The upstream server is temporarily unavailable.</p>"
+    b"</body></html>"
+)
 
 
 class _QuietDrops(logging.Filter):
@@ -55,6 +61,16 @@ def server_error(status: int, path: str) -> Answer:
     return Answer(status, body, answer.media_type, answer.headers)
 
 
+def fault_of(faults: Faults, roll: float) -> str | None:
+    """The fault a roll in [0, 1) lands on (a rate name without ``_rate``), or None."""
+    for name in RATES:
+        rate = getattr(faults, name)
+        if roll < rate:
+            return name.removesuffix("_rate")
+        roll -= rate
+    return None
+
+
 class FaultInjector:
     """ASGI middleware reading ``state.faults`` on every request."""
 
@@ -75,6 +91,7 @@ class FaultInjector:
         if scope["type"] != "http" or scope["path"].startswith(UNFAULTED):
             await self.app(scope, receive, send)
             return
+        arrived = time.time()
         state, rolls = self.state, self._rolls()
         faults = state.faults
         state.requests_seen += 1
@@ -82,20 +99,39 @@ class FaultInjector:
             state.mutate(faults.mutation)
         if faults.latency_ms:
             await asyncio.sleep(faults.latency_ms / 1000)
-        roll, path = rolls.random(), scope["path"]
-        if roll < faults.drop_rate:
-            await self._drop(scope, send)
-            state.log_request(time.time(), path, -1)
-            return
-        roll -= faults.drop_rate
-        if roll < faults.error_rate:
-            answer = server_error(rolls.choice(SERVER_ERRORS), path)
-        elif roll - faults.error_rate < faults.rate_limit_rate:
-            answer = error_answer(rate_limited(faults.retry_after_s), path)
+        path, query = scope["path"], scope.get("query_string", b"").decode("latin-1")
+        if faults.revoke_after and state.requests_seen > faults.revoke_after:
+            answer = error_answer(unauthorized(), path)
         else:
-            answer = await self.app.answer(scope)
+            answer = await self._rolled_answer(scope, rolls.random(), rolls)
+        if answer is None:
+            await self._drop(scope, send)
+            state.log_request(arrived, time.time(), path, query, -1)
+            return
+        answered = time.time()
         await send_answer(send, answer)
-        state.log_request(time.time(), path, answer.status)
+        state.log_request(arrived, answered, path, query, answer.status)
+
+    async def _rolled_answer(
+        self, scope: Scope, roll: float, rolls: random.Random
+    ) -> Answer | None:
+        """The answer one roll picks: a fault, the real answer, or None for a dropped one."""
+        faults, path = self.state.faults, scope["path"]
+        kind = fault_of(faults, roll)
+        if kind is None:
+            return await self.app.answer(scope)
+        if kind == "drop":
+            return None
+        if kind == "error":
+            return server_error(rolls.choice(SERVER_ERRORS), path)
+        if kind == "rate_limit":
+            return error_answer(rate_limited(faults.retry_after_s), path)
+        if kind == "html":
+            return Answer(200, HTML_ERROR_PAGE, "text/html; charset=utf-8")
+        answer = await self.app.answer(scope)
+        if answer.status != 200 or len(answer.body) < 2:
+            return answer
+        return Answer(200, answer.body[: len(answer.body) // 2], answer.media_type, answer.headers)
 
     async def _drop(self, scope: Scope, send: Send) -> None:
         """Promise the real answer's length, send part of it, and stop: uvicorn then closes

@@ -28,6 +28,7 @@ KINDS = (
     "leads_changed",
     "leads_added",
     "products_changed",
+    "products_drifted",
 )
 RECENT_LEAD_DAYS = 30
 RECENT_LEAD_SHARE = 0.9  # most changes hit leads created lately, as in a real CRM
@@ -58,6 +59,7 @@ def apply_mutation(state: SandboxState, counts: dict[str, int]) -> dict[str, lis
         "leads_changed": _change_leads,
         "leads_added": _add_leads,
         "products_changed": _change_products,
+        "products_drifted": _drift_products,
     }
     return {kind: steps[kind](state, rng, counts.get(kind, 0)) for kind in KINDS}
 
@@ -154,6 +156,21 @@ def _change_products(state: SandboxState, rng: random.Random, n: int) -> list[st
         unit["status"] = "Discontinued" if unit["status"] == "Active" else "Active"
         if unit.get("performance"):
             unit["performance"]["seer2"] = round(rng.uniform(15, 33), 1)
+        unit["updatedAt"] = state.clock.tick()
+    if chosen:
+        state.rebuild_catalog()
+    return [unit["sku"] for unit in chosen]
+
+
+def _drift_products(state: SandboxState, rng: random.Random, n: int) -> list[str]:
+    """Schema drift, as an upstream release brings it: a new member nobody announced, an
+    optional member gone, and a member whose type changed (``srn`` from string to number)."""
+    everything = [unit for slug in UNIT_SLUGS for unit in state.units[slug]]
+    chosen = rng.sample(everything, min(n, len(everything)))
+    for unit in chosen:
+        unit["installationNotes"] = {"clearanceInches": rng.randrange(6, 36), "drift": True}
+        unit.pop("description", None)
+        unit["srn"] = rng.randrange(10**8, 10**9)
         unit["updatedAt"] = state.clock.tick()
     if chosen:
         state.rebuild_catalog()

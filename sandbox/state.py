@@ -93,9 +93,12 @@ class SandboxState:
         with self.lock:
             return apply_mutation(self, counts)
 
-    def log_request(self, when: float, path: str, status: int) -> None:
-        """Remember a request (time, path, status; -1 for a dropped connection)."""
-        self.request_log.append((when, path, status))
+    def log_request(
+        self, arrived: float, answered: float, path: str, query: str, status: int
+    ) -> None:
+        """Remember a request: when it arrived, when its answer started (Unix seconds), its
+        path, raw query string and status (-1 for a dropped connection)."""
+        self.request_log.append((arrived, answered, path, query, status))
 
     def stats(self) -> dict[str, int]:
         """Record counts and counters, for ``GET /_sandbox/stats``."""

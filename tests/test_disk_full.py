@@ -1,0 +1,95 @@
+"""Disk full: the data folder on a small tmpfs that fills during a sync. The run fails with a
+clear error; the snapshot published before keeps serving, whole and equal to the upstream;
+once space is back, the next run succeeds."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ductwork.settings import HomeSettings
+from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
+from sandbox.server import SandboxHandle
+from tests.conftest import ObjectStoreServer, resources_for
+from tests.differential import both_keys, compare_all, mirror_requests
+from tests.test_crash_anywhere import published_snapshot_is_whole
+from tests.test_sync_streams import api_over
+
+TMPFS_SIZE = "192m"  # a first sync needs about 60 MB at small scale
+LEFT_FREE = 4 << 20  # what the ballast leaves: less than a snapshot needs
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs mounted on a fresh folder, unmounted afterwards."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'})")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def run_sync(
+    home: Path, upstream: SandboxHandle, store: ObjectStoreServer
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
+        resources=resources_for(home, upstream.url, store),
+        raise_on_error=False,
+    )
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Write a ballast file that leaves ``leave`` bytes free."""
+    ballast = disk / "ballast"
+    free = shutil.disk_usage(disk).free
+    with ballast.open("wb") as out:
+        out.truncate(0)
+        chunk = b"\0" * (1 << 20)
+        for _ in range(max(0, free - leave) // len(chunk)):
+            out.write(chunk)
+    return ballast
+
+
+def test_disk_filling_during_a_sync_fails_clearly_and_the_last_snapshot_keeps_serving(
+    small_disk: Path, upstream: SandboxHandle, object_store: ObjectStoreServer
+) -> None:
+    home = small_disk / "home"
+    home.mkdir()
+    assert run_sync(home, upstream, object_store).success
+    snapshots = HomeSettings(home=home).snapshots_dir
+    pointer_before = (snapshots / "CURRENT").read_text()
+
+    ballast = fill(small_disk, LEFT_FREE)
+    result = run_sync(home, upstream, object_store)
+    assert not result.success
+    failures = [
+        event.event_specific_data.error.to_string()  # with its causes
+        for event in result.all_events
+        if event.is_step_failure
+    ]
+    assert any("space" in text.lower() for text in failures), failures
+    assert (snapshots / "CURRENT").read_text() == pointer_before
+    assert not list(snapshots.glob(".staging-*")), "a failed publish left its copy behind"
+    published_snapshot_is_whole(home)
+    with api_over(home) as api:
+        requests = mirror_requests(upstream)
+        compare_all(upstream, api, requests, both_keys(upstream, api))
+
+    ballast.unlink()
+    assert run_sync(home, upstream, object_store).success
+    published_snapshot_is_whole(home)

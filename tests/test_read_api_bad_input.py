@@ -1,0 +1,128 @@
+"""Bad input to the read API, beyond what the schema fuzzer draws: odd and overlong SKUs,
+percent-encoded slashes, SQL-looking values, unknown, repeated and absurd parameters. Each
+request goes to the upstream too; the read API must give the same answer, never a 5xx."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from yarl import URL
+
+from ductwork.contract.paths import (
+    INTERNAL_DIGITAL_ASSETS,
+    LEADS,
+    PAIRINGS_LIST,
+    PRODUCTS_LIST,
+    SUBMITTAL_DATA,
+    UNITS_RESOLVER,
+    WAREHOUSE_DIGITAL_ASSETS,
+    unit_path,
+)
+from sandbox.server import SandboxHandle
+from tests.conftest import ReadApi
+from tests.differential import both_keys, compare_all
+
+ODD_SKUS = (
+    "A%2FB",  # an encoded slash inside one segment
+    "..%2F..%2Fetc%2Fpasswd",
+    "%2e%2e",
+    "%00",
+    "%ZZ",  # not valid percent-encoding
+    "%27%20OR%20%271%27%3D%271",  # ' OR '1'='1
+    "x%3B%20DROP%20TABLE%20units%3B--",
+    "%F0%9F%94%A5",  # an emoji
+    "%C3%28",  # invalid UTF-8
+    "%20",
+    "S" * 10_000,  # a 10 kB SKU
+)
+SQL_LIKE = "%27%20OR%201%3D1--"
+HUGE = "9" * 40
+LIST_QUERIES = (
+    f"count={HUGE}",
+    "count=-1",
+    "count=0",
+    "count=1e3",
+    "count=",
+    "count=%20100",
+    "page=0",
+    f"page={HUGE}",
+    "page=1.5",
+    "count=5&count=7",  # repeated parameter
+    "page=1&page=2",
+    "unknownParameter=1",
+    f"count=10&{SQL_LIKE}={SQL_LIKE}",
+    "count=" + "1" * 10_000,
+)
+
+
+def bad_requests() -> list[str]:
+    """Raw, already percent-encoded request targets."""
+    targets = []
+    for sku in ODD_SKUS:
+        targets += [
+            f"{unit_path('indoor-units')}/{sku}",
+            f"{UNITS_RESOLVER}/{sku}",
+            f"{PAIRINGS_LIST}?sku={sku}",
+            f"{LEADS}/{sku}",
+            f"{SUBMITTAL_DATA}?idu={sku}&odu={sku}",
+        ]
+    for query in LIST_QUERIES:
+        targets += [
+            f"{PRODUCTS_LIST}?{query}",
+            f"{unit_path('outdoor-units')}?{query}",
+            f"{PAIRINGS_LIST}?{query}",
+            f"{WAREHOUSE_DIGITAL_ASSETS}?{query}",
+            f"{LEADS}?{query}",
+        ]
+    targets += [
+        f"{PRODUCTS_LIST}?category={SQL_LIKE}",
+        f"{PRODUCTS_LIST}?category=indoor-units&category=outdoor-units",
+        f"{unit_path('indoor-units')}?series.name={SQL_LIKE}&brand=%25",
+        f"{PAIRINGS_LIST}?relType={SQL_LIKE}",
+        f"{PAIRINGS_LIST}?relType=1&relType=2",
+        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={SQL_LIKE}",
+        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-13-45T99:99:99Z",
+        f"{LEADS}?cursorCreatedDate={SQL_LIKE}&cursorId=x",
+        f"{LEADS}?cursorCreatedDate=2024-01-01T00:00:00Z",
+        f"{LEADS}?createdAfter={SQL_LIKE}",
+        f"{LEADS}?fields={SQL_LIKE}",
+        f"{LEADS}?fields=Id,Id,%2F,,",
+        f"{SUBMITTAL_DATA}?idu=",
+        f"{SUBMITTAL_DATA}?unknown=1",
+        f"{INTERNAL_DIGITAL_ASSETS}?count={HUGE}&page=-1",
+    ]
+    return targets
+
+
+async def statuses(base: str, key: str, targets: list[str]) -> list[int]:
+    """The status of each raw target, sent byte for byte."""
+    headers = {"Authorization": f"Bearer {key}"}
+    timeout = aiohttp.ClientTimeout(total=60)
+    connector = aiohttp.TCPConnector(limit=8)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+
+        async def one(target: str) -> int:
+            async with session.get(URL(base + target, encoded=True), headers=headers) as answer:
+                await answer.read()
+                return answer.status
+
+        return list(await asyncio.gather(*(one(target) for target in targets)))
+
+
+def test_bad_input_never_gets_a_5xx_from_the_read_api(read_api: ReadApi) -> None:
+    targets = bad_requests()
+    found = asyncio.run(statuses(read_api.url, read_api.key, targets))
+    server_errors = [(t[:120], s) for t, s in zip(targets, found, strict=True) if s >= 500]
+    assert not server_errors
+    assert all(400 <= status < 500 or status == 200 for status in found)
+
+
+@pytest.mark.parametrize("family", ["/products", "/warehouse", "/crm", "/internal"])
+def test_bad_input_gets_the_upstreams_own_answer(
+    upstream: SandboxHandle, read_api: ReadApi, family: str
+) -> None:
+    requests = [(target, {}) for target in bad_requests() if target.startswith(family)]
+    assert requests
+    compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
