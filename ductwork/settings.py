@@ -118,7 +118,7 @@ class ServeSettings(_Base):
         default=5, ge=1, description="Key-less indoor-models calls per client address per second."
     )
     serve_key_requests_per_second: int = Field(
-        default=100, ge=1, description="Calls per API key per second, in each worker process."
+        default=1000, ge=1, description="Calls per API key per second, in each worker process."
     )
     serve_cors_origins: list[str] = Field(
         default_factory=list, description="Origins allowed by CORS (JSON list); none by default."

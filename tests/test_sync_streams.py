@@ -23,7 +23,7 @@ from pipelines.jobs import RECONCILE_CONFIG
 from sandbox.server import SandboxHandle, running_sandbox
 from serve.api_keys import KeyStore
 from serve.app import create_app
-from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, ReadApi, resources_for
+from tests.conftest import UNLIMITED, UPSTREAM_KEY, ObjectStoreServer, ReadApi, resources_for
 from tests.differential import (
     all_assets,
     both_keys,
@@ -68,7 +68,7 @@ def api_over(home: Path) -> Iterator[ReadApi]:
     """The read API over a data folder's current snapshot."""
     settings = HomeSettings(home=home)
     key = KeyStore(settings.keys_path).create("tests")
-    with serving(create_app(settings)) as url:
+    with serving(create_app(settings, UNLIMITED)) as url:
         yield ReadApi(url, key, home)
 
 
