@@ -3,7 +3,8 @@
 Two ways, one result: every asset whose bookmark is later than the start.
 - ``page_walk`` fetches pages concurrently (fast). Assets that change while it pages shift the
   positions under page/count, so it reports whether the walk was self-consistent: one total on
-  every page and exactly that many distinct ids.
+  every page and exactly that many distinct ids. Its progress (pages done, totals seen) is
+  committed with every page, so a walk cut short resumes at the next page.
 - ``keyset_walk`` moves ``updatedAfter`` along the last bookmark seen, one page at a time. A
   changed asset only moves later, where the walk still meets it, so positions cannot shift
   under it; it is the fallback when the page walk was disturbed.
@@ -62,25 +63,70 @@ class WalkReport:
                 self.last = key
 
 
+@dataclass
+class PageWalkProgress:
+    """How far a page walk from ``start`` got: committed with each page's rows."""
+
+    start: Key | None
+    pages_done: int = 0
+    totals: set[int] = field(default_factory=set)
+
+    @property
+    def resumed(self) -> bool:
+        """Whether earlier pages of this walk were committed by a run that did not finish."""
+        return self.pages_done > 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The form kept in ``stream_state``."""
+        start = None if self.start is None else list(self.start)
+        return {"start": start, "pagesDone": self.pages_done, "totals": sorted(self.totals)}
+
+    @classmethod
+    def from_json(cls, saved: dict[str, Any]) -> PageWalkProgress:
+        """Read back what ``as_json`` wrote."""
+        start = saved.get("start")
+        return cls(
+            start=None if start is None else (str(start[0]), str(start[1])),
+            pages_done=int(saved.get("pagesDone", 0)),
+            totals={int(total) for total in saved.get("totals", [])},
+        )
+
+
+# A page walk's sink: the page's fresh assets, every id the page listed, the walk's progress.
+PageSink = Callable[[list[Record], list[str], PageWalkProgress], Awaitable[None]]
+
+
 def _after_param(start: Key | None) -> dict[str, str]:
     return {} if start is None or not start[0] else {"updatedAfter": just_before(start[0])}
 
 
-async def page_walk(client: UpstreamClient, start: Key | None, sink: Sink) -> WalkReport:
-    """Fetch every page after ``start`` concurrently, handing each to ``sink`` in page order.
+async def page_walk(
+    client: UpstreamClient, progress: PageWalkProgress, sink: PageSink
+) -> WalkReport:
+    """Fetch every page after ``progress.start`` from the first page not yet done, concurrently,
+    handing each to ``sink`` in page order with the ids it listed and the progress that
+    includes it.
 
-    The sink gets no bookmark: a disturbed walk may have skipped assets before its last key.
+    No bookmark moves here: a disturbed walk may have skipped assets before its last key.
     """
+    start = progress.start
     report = WalkReport()
-    async for body in client.iter_pages(WAREHOUSE_DIGITAL_ASSETS, _after_param(start), count=PAGE):
+    pages = client.iter_pages(
+        WAREHOUSE_DIGITAL_ASSETS, _after_param(start), count=PAGE,
+        first_page=progress.pages_done + 1,
+    )  # fmt: skip
+    async for body in pages:
         report.totals.add(total_of(body))
+        progress.totals.add(total_of(body))
+        progress.pages_done += 1
         records = records_of(body)
         fresh = [r for r in records if start is None or key_of(r) > start]
         report.saw(fresh)
         # Assets sharing start's updatedAt are listed again and counted in the reported
         # total, so they count as seen too.
-        report.ids.update(str(r["assetId"]) for r in records)
-        await sink(fresh, None)
+        listed = [str(r["assetId"]) for r in records]
+        report.ids.update(listed)
+        await sink(fresh, listed, progress)
     return report
 
 

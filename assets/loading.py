@@ -92,5 +92,10 @@ def replace_rows(con: duckdb.DuckDBPyConnection, *replacements: Replacement) -> 
 def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection to the warehouse with every table of the schema in place."""
     with resource.get_connection() as con:
-        con.execute(schema_sql())
-        yield con
+        # DuckDBResource closes its connection only when the block ends without an error;
+        # a failed asset must not leave the warehouse file open in this process.
+        try:
+            con.execute(schema_sql())
+            yield con
+        finally:
+            con.close()

@@ -9,8 +9,15 @@ import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
-from assets.asset_walk import Key, WalkReport, key_of, keyset_walk, page_walk
-from assets.bookmarks import resume_from, write_bookmark
+from assets.asset_walk import (
+    Key,
+    PageWalkProgress,
+    WalkReport,
+    key_of,
+    keyset_walk,
+    page_walk,
+)
+from assets.bookmarks import clear_bookmark, read_bookmark, resume_from, write_bookmark
 from assets.checks import key_check
 from assets.ingest import epoch_seconds, fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
@@ -23,6 +30,8 @@ from warehouse_sql import read_sql
 GROUP = "warehouse"
 KINDS = {"api", "duckdb"}
 ASSETS_STREAM = "warehouse_digital_assets"
+# The progress of an unfinished page walk, kept beside the bookmark in stream_state.
+PAGE_WALK_STATE = "warehouse_digital_assets.page_walk"
 TS = pa.timestamp("us", tz="UTC")
 
 ASSET_SCHEMA = pa.schema(
@@ -60,9 +69,15 @@ class DigitalAssetsConfig(dg.Config):
     reset_bookmark: bool = False
 
 
-def _upsert(con: duckdb.DuckDBPyConnection, records: list[Record], bookmark: Key | None) -> None:
-    """Upsert a batch, version its history and, when given, move the bookmark, in one
-    transaction."""
+def _upsert(
+    con: duckdb.DuckDBPyConnection,
+    records: list[Record],
+    bookmark: Key | None,
+    progress: PageWalkProgress | None = None,
+    listed: list[str] | None = None,
+) -> None:
+    """Upsert a batch and version its history, in one transaction with what it advances: the
+    bookmark (a keyset walk) or a page walk's progress and the ids it ``listed``."""
     newest: dict[str, Record] = {}
     for record in records:  # a batch may list an asset twice; keep its latest copy
         seen = newest.get(str(record["assetId"]))
@@ -77,12 +92,67 @@ def _upsert(con: duckdb.DuckDBPyConnection, records: list[Record], bookmark: Key
             con.execute(read_sql("digital_asset_history_apply"))
         if bookmark is not None:
             write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
+        if progress is not None:
+            con.register("listed_ids", pa.table({"asset_id": pa.array(listed or [], pa.string())}))
+            con.execute(read_sql("digital_asset_walk_ids_add"))
+            con.unregister("listed_ids")
+            write_bookmark(con, PAGE_WALK_STATE, progress.as_json())
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     finally:
         con.unregister("incoming_rows")
+
+
+def _end_page_walk(con: duckdb.DuckDBPyConnection, bookmark: Key | None) -> None:
+    """Forget a page walk's progress and, when it proved complete, move the bookmark to its
+    last asset, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if bookmark is not None:
+            write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
+        clear_bookmark(con, PAGE_WALK_STATE)
+        con.execute("DELETE FROM digital_asset_walk_ids")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _new_page_walk(con: duckdb.DuckDBPyConnection, start: Key | None) -> PageWalkProgress:
+    """A page walk from ``start``, forgetting any unfinished one."""
+    _end_page_walk(con, None)
+    return PageWalkProgress(start)
+
+
+def _unfinished_walk(con: duckdb.DuckDBPyConnection, start: Key | None) -> PageWalkProgress:
+    """The committed progress of a page walk from ``start`` that a run did not finish, or a
+    new walk when there is none from that start."""
+    saved = read_bookmark(con, PAGE_WALK_STATE)
+    progress = None if saved is None else PageWalkProgress.from_json(saved)
+    if progress is not None and progress.start == start:
+        return progress
+    return _new_page_walk(con, start)
+
+
+def _walk_last_key(con: duckdb.DuckDBPyConnection, start: Key | None) -> Key | None:
+    """Where a complete page walk moves the bookmark: its newest listed asset, if later than
+    ``start`` (the walk's pages may have been listed by more than one run)."""
+    rows = con.execute(read_sql("digital_asset_walk_last")).fetchall()
+    if not rows:
+        return None
+    last = (str(rows[0][0]), str(rows[0][1]))
+    return last if start is None or last > start else None
+
+
+def _walk_saw_everything(con: duckdb.DuckDBPyConnection, progress: PageWalkProgress) -> bool:
+    """One reported total on every page of the walk (before and after any resumption), and
+    exactly that many distinct assets listed."""
+    if len(progress.totals) > 1:
+        return False
+    listed = con.execute("SELECT count(*) FROM digital_asset_walk_ids").fetchall()[0][0]
+    return listed == next(iter(progress.totals), 0)
 
 
 def _mark_deleted(con: duckdb.DuckDBPyConnection, listed: set[str]) -> int:
@@ -103,28 +173,42 @@ def _mark_deleted(con: duckdb.DuckDBPyConnection, listed: set[str]) -> int:
 
 
 async def _sync_assets(
-    client: UpstreamClient, con: duckdb.DuckDBPyConnection, start: Key | None
-) -> tuple[WalkReport, str]:
-    """Page walk first; if changes disturbed it, a keyset walk from the same start."""
+    client: UpstreamClient, con: duckdb.DuckDBPyConnection, start: Key | None, resume: bool
+) -> tuple[WalkReport, str, int]:
+    """Page walk first (resumed at the next page when ``resume`` and an earlier run from the
+    same start was cut short); if changes disturbed it, a keyset walk from the same start.
+
+    Returns the walk's report, which walk finished, and the page the walk resumed after.
+    """
+    progress = await asyncio.to_thread(_unfinished_walk if resume else _new_page_walk, con, start)
+    resumed_after = progress.pages_done
+
+    async def page_sink(records: list[Record], listed: list[str], walked: PageWalkProgress) -> None:
+        await asyncio.to_thread(_upsert, con, records, None, walked, listed)
+
+    report = await page_walk(client, progress, page_sink)
+    complete = await asyncio.to_thread(_walk_saw_everything, con, progress)
+    if complete:
+        last = await asyncio.to_thread(_walk_last_key, con, start)
+        await asyncio.to_thread(_end_page_walk, con, last)
+        report.last = last
+        return report, "pages", resumed_after
+    await asyncio.to_thread(_end_page_walk, con, None)
 
     async def sink(records: list[Record], bookmark: Key | None) -> None:
         await asyncio.to_thread(_upsert, con, records, bookmark)
 
-    report = await page_walk(client, start, sink)
-    if report.consistent:
-        if report.last is not None:
-            await sink([], report.last)
-        return report, "pages"
     repair = await keyset_walk(client, start, sink)
     repair.pages += report.pages
-    return repair, "keyset"
+    return repair, "keyset", resumed_after
 
 
 @ingest_asset(
     group=GROUP,
     description=(
         "Warehouse digital assets, incremental on a (updatedAt, assetId) bookmark committed "
-        "with the rows; mode=reconcile lists everything and marks vanished assets deleted."
+        "with the rows; a walk cut short resumes at its next page; mode=reconcile lists "
+        "everything and marks vanished assets deleted."
     ),
 )
 def warehouse_digital_assets(
@@ -137,8 +221,8 @@ def warehouse_digital_assets(
             con, ASSETS_STREAM, ("updatedAt", "assetId"),
             reset=config.reset_bookmark, from_scratch=reconcile,
         )  # fmt: skip
-        fetched = fetch(upstream, lambda client: _sync_assets(client, con, start))
-        report, walk = fetched.value
+        fetched = fetch(upstream, lambda client: _sync_assets(client, con, start, not reconcile))
+        report, walk, resumed_after = fetched.value
         deleted = _mark_deleted(con, report.ids) if reconcile else 0
         live = con.execute(
             "SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL"
@@ -158,6 +242,7 @@ def warehouse_digital_assets(
             rows_deleted=deleted,
             pages=report.pages,
             walk=walk,
+            resumed_after_page=resumed_after,
             mode=config.mode,
             bookmark_updated_at=bookmark[0] if bookmark else "",
             bookmark_epoch_s=epoch_seconds(bookmark[0] if bookmark else None),

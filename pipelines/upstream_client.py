@@ -213,22 +213,22 @@ class UpstreamClient:
         return (await self.get(path, params, auth=auth, parse_json=True)).document
 
     async def iter_pages(
-        self, path: str, params: Params | None = None, *, count: int = 1000
+        self, path: str, params: Params | None = None, *, count: int = 1000, first_page: int = 1
     ) -> AsyncIterator[dict[str, Any]]:
-        """Yield every page body of a page-number list, in page order.
+        """Yield every page body of a page-number list from ``first_page`` on, in page order.
 
-        Page 1 is read first for ``totalPages``; the rest are fetched concurrently, at most a
-        window of pages ahead of the consumer so memory stays bounded.
+        The first page is read alone for ``totalPages``; the rest are fetched concurrently, at
+        most a window of pages ahead of the consumer so memory stays bounded.
         """
         base = dict(params or {})
-        first = await self.get_json(path, {**base, "count": count, "page": 1})
+        first = await self.get_json(path, {**base, "count": count, "page": first_page})
         yield first
         pages = _pagination_of(first).get("totalPages", 0)
         window = max(2, 2 * self._concurrency)
         pending: dict[int, asyncio.Task[Any]] = {}
-        next_page = 2
+        next_page = first_page + 1
         try:
-            for page in range(2, pages + 1):
+            for page in range(first_page + 1, pages + 1):
                 while next_page <= pages and next_page < page + window:
                     params_n = {**base, "count": count, "page": next_page}
                     pending[next_page] = asyncio.ensure_future(self.get_json(path, params_n))

@@ -4,8 +4,8 @@ them, one undisturbed run must leave a mirror equal to the upstream, having resu
 committed bookmarks rather than starting over, and no published snapshot was ever torn.
 
 The paged and cursor streams are the ones with something to resume: the lead cursor walk
-(a cursor committed with every page) and the digital-asset walk (a bookmark committed with
-each finished walk).
+(a cursor committed with every page) and the digital-asset walk (its progress committed with
+every page, its bookmark with each finished walk).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from assets.warehouse import PAGE_WALK_STATE
 from ductwork import snapshots
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
@@ -111,6 +112,9 @@ def test_sigkill_at_random_moments_then_one_run_resumes_and_equals_the_upstream(
         cursor = con.execute(
             "SELECT bookmark FROM stream_state WHERE stream = 'crm_leads'"
         ).fetchall()
+        bookmarks = dict(con.execute("SELECT stream, bookmark FROM stream_state").fetchall())
+    asset_walk = loads(bookmarks.get(PAGE_WALK_STATE, "null"))
+    asset_bookmark = loads(bookmarks.get("warehouse_digital_assets", "null"))
     assert cursor, "no killed run committed a lead cursor"
     committed = loads(cursor[0][0])
     after_cursor = sum(
@@ -126,11 +130,16 @@ def test_sigkill_at_random_moments_then_one_run_resumes_and_equals_the_upstream(
     # The lead walk resumed at the committed cursor (plus at most one page read again).
     assert metadata["crm_leads"]["leads_new_or_resumed"] <= after_cursor + 1_000
     assert after_cursor + 1_000 < len(crash_upstream.state.leads.keys)
-    # The asset page walk moves its bookmark only once a whole walk proved consistent (a
-    # page-by-page bookmark could pass an asset that shifted between pages): the rerun
-    # reads at most what changed since the last finished run, plus one page.
+    # The asset page walk moves its bookmark once a whole walk proved consistent; a walk cut
+    # short resumes at the page after its last committed one. Either way the rerun reads at
+    # most what changed since the last finished run, plus one page.
     upserted = metadata["warehouse_digital_assets"]["rows_upserted"]
     assert upserted <= changed_since_a_run_finished + 1_000
+    start = (
+        None if asset_bookmark is None else [asset_bookmark["updatedAt"], asset_bookmark["assetId"]]
+    )
+    if asset_walk is not None and asset_walk["start"] == start:
+        assert metadata["warehouse_digital_assets"]["resumed_after_page"] == asset_walk["pagesDone"]
     published_snapshot_is_whole(tmp_path)
     with api_over(tmp_path) as api:
         requests = [

@@ -215,3 +215,41 @@ def test_a_quiescent_run_after_mutations_during_paging_equals_the_upstream(
     with api_over(tmp_path) as api:
         requests = mirror_requests(fresh_upstream)
         compare_all(fresh_upstream, api, requests, both_keys(fresh_upstream, api))
+
+
+def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
+    fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    from assets.warehouse import PAGE_WALK_STATE, warehouse_digital_assets
+    from sandbox.server import Faults
+
+    resources = resources_for(tmp_path, fresh_upstream.url, object_store)
+    state = fresh_upstream.state
+    pages = -(-len(state.assets) // 1000)
+    assert pages >= 10
+    state.faults = Faults(revoke_after=state.requests_seen + 8)  # the key dies mid-walk
+    cut = dg.materialize([warehouse_digital_assets], resources=resources, raise_on_error=False)
+    assert not cut.success
+    with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
+        saved = con.execute(
+            "SELECT bookmark FROM stream_state WHERE stream = ?", [PAGE_WALK_STATE]
+        ).fetchall()
+        stored_before = con.execute("SELECT count(*) FROM digital_assets").fetchall()[0][0]
+    done = loads(saved[0][0])["pagesDone"]
+    assert 1 <= done < pages
+    assert stored_before == done * 1000  # every committed page, nothing beyond
+
+    state.faults = Faults()
+    again = dg.materialize([warehouse_digital_assets], resources=resources)
+    metadata = metadata_by_asset(again)["warehouse_digital_assets"]
+    assert metadata["resumed_after_page"] == done
+    assert metadata["walk"] == "pages"
+    assert metadata["requests"] == pages - done  # only the pages not yet committed
+    upstream_assets = {a["assetId"]: a for a in all_assets(fresh_upstream)}
+    with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
+        stored = dict(con.execute("SELECT asset_id, record FROM digital_assets").fetchall())
+        leftover = con.execute(
+            "SELECT count(*) FROM stream_state WHERE stream = ?", [PAGE_WALK_STATE]
+        ).fetchall()[0][0]
+    assert {key: loads(value) for key, value in stored.items()} == upstream_assets
+    assert leftover == 0

@@ -6,3 +6,9 @@ CREATE TABLE IF NOT EXISTS stream_state (
     bookmark     JSON NOT NULL,         -- e.g. {"updatedAt": "...", "assetId": "..."}
     updated_at   TIMESTAMPTZ NOT NULL
 );
+
+-- Asset ids listed so far by a digital-asset page walk that has not finished, written with each
+-- page: a walk cut short resumes at its next page and still checks that it saw every asset.
+CREATE TABLE IF NOT EXISTS digital_asset_walk_ids (
+    asset_id     VARCHAR PRIMARY KEY
+);
