@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -91,6 +92,9 @@ def replace_rows(con: duckdb.DuckDBPyConnection, *replacements: Replacement) -> 
 @contextmanager
 def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection to the warehouse with every table of the schema in place."""
+    # DuckDB creates the file but not its folder; without the folder DuckDBResource would
+    # retry the connection for minutes instead of failing.
+    Path(resource.database).parent.mkdir(parents=True, exist_ok=True)
     with resource.get_connection() as con:
         # DuckDBResource closes its connection only when the block ends without an error;
         # a failed asset must not leave the warehouse file open in this process.
