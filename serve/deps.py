@@ -12,7 +12,9 @@ from serve.api_keys import SCOPE_OF, ApiKey
 from serve.live_snapshot import ServingState
 
 
-def serving_state(request: Request) -> ServingState:
+# Both are ``async``: they do no blocking work, and a plain ``def`` dependency costs a trip
+# through the thread pool on every request.
+async def serving_state(request: Request) -> ServingState:
     """The snapshot this request is answered from; 503 before the first publish."""
     state = request.app.state.live.get()
     if state is None:
@@ -20,7 +22,7 @@ def serving_state(request: Request) -> ServingState:
     return state
 
 
-def require_key(request: Request) -> ApiKey:
+async def require_key(request: Request) -> ApiKey:
     """The caller's active key, allowed for this path's family; 401 or 403 otherwise."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
