@@ -13,6 +13,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from ductwork.contract.encoding import dumps, parse_datetime
+from ductwork.settings import SyncSettings, load
 from warehouse_sql import schema_sql
 
 Record = Mapping[str, Any]
@@ -92,5 +93,9 @@ def replace_rows(con: duckdb.DuckDBPyConnection, *replacements: Replacement) -> 
 def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection to the warehouse with every table of the schema in place."""
     with resource.get_connection() as con:
+        # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a fixed
+        # limit keeps the sync's memory flat as data grows (the setting's pattern admits
+        # nothing but a number and a unit, so it is safe to place in the statement).
+        con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
         con.execute(schema_sql())
         yield con
