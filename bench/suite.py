@@ -244,7 +244,7 @@ class Suite:
     def full_vs_floor(self, up: Upstream) -> SyncRun:
         """Interleaved floor and full-sync runs; returns the last full sync (for later parts)."""
         scale = up.scale
-        runs = self.options.runs if scale == "medium" else self.options.large_runs
+        runs = self.options.runs if scale == self.options.scales[0] else self.options.large_runs
         self.found.floor[scale], self.found.full[scale] = [], []
         self.found.aiohttp_floor[scale] = []
         floors = self.options.floor_scales
@@ -267,7 +267,8 @@ class Suite:
 
     def peer_runs(self, up: Upstream) -> None:
         scale = up.scale
-        wanted = self.options.dlt_runs if scale == "medium" else self.options.dlt_large_runs
+        first = scale == self.options.scales[0]
+        wanted = self.options.dlt_runs if first else self.options.dlt_large_runs
         if wanted == 0:
             self.found.peer_skipped[scale] = self.peer_skip_reason(scale)
             return
@@ -518,7 +519,10 @@ def main() -> int:
     from bench.results import render
 
     total = time.perf_counter() - started
-    command = "make bench  # = uv run --group bench python -m bench.suite " + " ".join(sys.argv[1:])
+    args = " ".join(sys.argv[1:])
+    command = f"make bench BENCH_ARGS='{args}'" if args else "make bench"
+    command += f"` (that is, `uv run --frozen --group bench python -m bench.suite {args}".rstrip()
+    command += "`)"
     text = render(found, options, total, command.strip())
     options.out.write_text(text, encoding="utf-8")
     print(text)
