@@ -515,7 +515,13 @@ def main() -> int:
                 if scale == options.scales[0]:
                     suite.incremental(up, last.home)
                     suite.serving(group, last.home)
-        found = suite.found
+            # What is measured so far is written at once: a long run stopped later keeps it.
+            write_results(suite.found, options, started, done=scale == options.scales[-1])
+    return 0
+
+
+def write_results(found: Findings, options: argparse.Namespace, started: float, done: bool) -> None:
+    """Render ``bench/RESULTS.md`` from what has been measured."""
     from bench.results import render
 
     total = time.perf_counter() - started
@@ -524,9 +530,11 @@ def main() -> int:
     command += f"` (that is, `uv run --frozen --group bench python -m bench.suite {args}".rstrip()
     command += "`)"
     text = render(found, options, total, command.strip())
+    if not done:
+        text = text.replace("## Summary", "**Partial: the suite was still running.**\n\n## Summary")
     options.out.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    if done:
+        print(text)
 
 
 if __name__ == "__main__":
