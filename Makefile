@@ -30,9 +30,8 @@ soak: install ## More trials of the fault, crash and bad-input tests (minutes, n
 demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster UI
 	$(RUN) ductwork demo
 
-bench: install ## Sync benchmarks at small and medium scale (see bench/RESULTS.md)
-	$(RUN) python -m bench.sync_bench --scale small
-	$(RUN) python -m bench.sync_bench --scale medium
+bench: install ## Benchmarks at medium and large scale against a floor, a peer and a ceiling (bench/RESULTS.md)
+	$(RUN) --group bench python -m bench.suite $(BENCH_ARGS)
 
 dev: install ## The Dagster UI on DUCTWORK_HOME's instance
 	$(RUN) ductwork dev

@@ -14,6 +14,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from ductwork.contract.encoding import dumps, parse_datetime
+from ductwork.settings import SyncSettings, load
 from warehouse_sql import schema_sql
 
 Record = Mapping[str, Any]
@@ -99,6 +100,10 @@ def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnecti
         # DuckDBResource closes its connection only when the block ends without an error;
         # a failed asset must not leave the warehouse file open in this process.
         try:
+            # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a
+            # fixed limit keeps the sync's memory flat as data grows (the setting's pattern
+            # admits nothing but a number and a unit, so it is safe to place in the statement).
+            con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
             con.execute(schema_sql())
             yield con
         finally:

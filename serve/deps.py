@@ -12,7 +12,9 @@ from serve.api_keys import SCOPE_OF, ApiKey
 from serve.live_snapshot import ServingState
 
 
-def serving_state(request: Request) -> ServingState:
+# Both are ``async``: they do no blocking work, and a plain ``def`` dependency costs a trip
+# through the thread pool on every request.
+async def serving_state(request: Request) -> ServingState:
     """The snapshot this request is answered from; 503 before the first publish."""
     state = request.app.state.live.get()
     if state is None:
@@ -20,14 +22,18 @@ def serving_state(request: Request) -> ServingState:
     return state
 
 
-def require_key(request: Request) -> ApiKey:
+def presented_key(request: Request) -> ApiKey | None:
+    """The active key the request presents as ``Authorization: Bearer KEY``, or None."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return request.app.state.keys.verify(token.strip())
+
+
+async def require_key(request: Request) -> ApiKey:
     """The caller's active key, allowed for this path's family and within its rate limit;
     401, 403 or 429 otherwise."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise unauthorized()
-    key = request.app.state.keys.verify(token.strip())
+    key = presented_key(request)
     if key is None:
         raise unauthorized()
     # Counted by the key's hash: the key itself is never kept in memory longer than needed.

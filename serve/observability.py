@@ -86,8 +86,9 @@ class RequestTelemetry:
             family = _family(scope["path"])
             self.metrics.requests.labels(family, str(status)).inc()
             self.metrics.latency.labels(family).observe(elapsed)
-            access_log.info(json.dumps({
-                "request_id": request_id, "method": scope["method"], "path": scope["path"][:512],
-                "status": status, "ms": round(elapsed * 1000, 2),
-                "client": (scope.get("client") or ["-"])[0],
-            }))  # fmt: skip
+            if access_log.isEnabledFor(logging.INFO):  # skip building a line nobody logs
+                access_log.info(json.dumps({
+                    "request_id": request_id, "method": scope["method"],
+                    "path": scope["path"][:512], "status": status,
+                    "ms": round(elapsed * 1000, 2), "client": (scope.get("client") or ["-"])[0],
+                }))  # fmt: skip

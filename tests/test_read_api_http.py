@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 
+from ductwork.contract.encoding import quote_sku
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
 from serve.api_keys import KeyStore
@@ -64,3 +65,24 @@ def test_metrics_count_answered_requests(read_api: ReadApi) -> None:
     text = httpx.get(f"{read_api.url}/metrics").text
     assert 'ductwork_requests_total{family="products",status="401"}' in text
     assert "ductwork_snapshot_age_seconds" in text
+
+
+def test_found_sku_lookups_keep_their_headers_304_scopes_and_key_checks(read_api: ReadApi) -> None:
+    headers = {"Authorization": f"Bearer {read_api.key}"}
+    listed = httpx.get(f"{read_api.url}/products/v2.0/indoor-units?count=1", headers=headers)
+    sku = listed.json()["data"][0]["sku"]
+    url = f"{read_api.url}/products/v2.0/units/{quote_sku(sku)}"
+    found = httpx.get(url, headers=headers)
+    assert found.status_code == 200 and found.json()["data"]["sku"] == sku
+    assert found.headers["etag"] == listed.headers["etag"]
+    assert found.headers["x-snapshot-version"] and found.headers["x-request-id"]
+    assert found.headers["cache-control"] == "private, no-cache"
+    by_type = httpx.get(
+        f"{read_api.url}/products/v2.0/indoor-units/{quote_sku(sku)}", headers=headers
+    )
+    assert by_type.content == found.content
+    again = httpx.get(url, headers={**headers, "If-None-Match": found.headers["etag"]})
+    assert again.status_code == 304
+    crm_only = KeyStore(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
+    assert httpx.get(url, headers={"Authorization": f"Bearer {crm_only}"}).status_code == 403
+    assert httpx.get(url, headers={"Authorization": "Bearer not-a-key"}).status_code == 401

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from dagster_duckdb import DuckDBResource
 
 import warehouse_sql
+from assets.loading import open_warehouse
 from ductwork import snapshots
-from ductwork.settings import SettingsError, UpstreamSettings, load
+from ductwork.settings import SettingsError, SyncSettings, UpstreamSettings, load
 from serve.api_keys import KeyStore
 
 
@@ -54,3 +56,16 @@ def test_a_published_snapshot_stays_readable_after_the_next_publish(tmp_path: Pa
         assert reader.execute("SELECT count(*) FROM pairings").fetchall() == [(2,)]
         assert reader.execute("SELECT version FROM snapshot_info").fetchall() == [(live.version,)]
     assert not list((tmp_path / "snapshots").glob(".staging-*"))
+
+
+def test_the_warehouse_runs_under_the_memory_limit_setting_and_refuses_a_malformed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    monkeypatch.setenv("DUCTWORK_WAREHOUSE_MEMORY_LIMIT", "300MB")
+    with open_warehouse(warehouse) as con:
+        limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert limit.startswith(("286", "300"))  # DuckDB reports the limit in MiB
+    monkeypatch.setenv("DUCTWORK_WAREHOUSE_MEMORY_LIMIT", "300MB'; DROP TABLE leads; --")
+    with pytest.raises(SettingsError, match=r"^DUCTWORK_WAREHOUSE_MEMORY_LIMIT "):
+        load(SyncSettings)

@@ -1,0 +1,211 @@
+"""The fetch floor: a bare async httpx script that fetches exactly what a full sync fetches.
+
+Every list page (products, the six unit lists, pairings, digital assets, the lead cursor
+chain), the two internal answers, one submittal request per (idu, odu) the catalog implies and
+one detail per lead, with the same bound on requests in flight as the sync, bodies parsed only
+where the next request depends on them and otherwise discarded. Nothing is stored, so
+``sync / floor`` is what the sync costs beyond fetching. ``--client aiohttp`` runs the same
+fetches on aiohttp, the sync's own HTTP library: a stricter floor, since on this machine httpx's
+own per-request cost is several times aiohttp's.
+
+    uv run python -m bench.fetch_floor --url http://127.0.0.1:PORT --api-key KEY [--client aiohttp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import duckdb
+import httpx
+import orjson
+from yarl import URL
+
+from assets.catalog import (
+    PAIRING_SCHEMA,
+    UNIT_SCHEMA,
+    pairing_product_rows,
+    pairing_row,
+    unit_row_for,
+)
+from assets.loading import rows_table
+from ductwork.contract import paths
+from ductwork.contract.encoding import quote_sku
+from warehouse_sql import read_sql, schema_sql
+
+PAGE = 1000
+Record = dict[str, Any]
+
+
+@dataclass
+class FloorRun:
+    """What one floor run fetched and how long it took."""
+
+    seconds: float
+    requests: int
+    bytes: int
+
+
+Transport = Callable[[str, dict[str, Any] | None], Awaitable[tuple[int, bytes]]]
+
+
+class _Fetcher:
+    """A bare client behind a semaphore: at most ``concurrency`` requests in flight."""
+
+    def __init__(self, transport: Transport, concurrency: int) -> None:
+        self.transport = transport
+        self.gate = asyncio.Semaphore(concurrency)
+        self.requests = 0
+        self.bytes = 0
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> bytes:
+        async with self.gate:
+            status, body = await self.transport(path, params)
+        self.requests += 1
+        self.bytes += len(body)
+        if status not in (200, 404):
+            raise RuntimeError(f"GET {path}: HTTP {status}")
+        return body
+
+    async def discard(self, path: str, params: dict[str, Any] | None = None) -> None:
+        """GET and drop the body."""
+        await self.get(path, params)
+
+    async def all_pages(self, path: str, params: dict[str, Any] | None = None) -> list[Record]:
+        """Every record of a page-number list: page 1, then the others concurrently."""
+        base = {**(params or {}), "count": PAGE}
+        first = orjson.loads(await self.get(path, {**base, "page": 1}))
+        pages = _pagination(first).get("totalPages", 1)
+        rest = await asyncio.gather(
+            *(self.get(path, {**base, "page": n}) for n in range(2, pages + 1))
+        )
+        return _records(first) + [r for page in rest for r in _records(orjson.loads(page))]
+
+
+def _pagination(body: Record) -> Record:
+    if "pagination" in body:
+        return body["pagination"] or {}
+    data = body.get("data")
+    return (data.get("pagination") or {}) if isinstance(data, dict) else {}
+
+
+def _records(body: Record) -> list[Record]:
+    data = body.get("data")
+    return list(data.get("pairings") or []) if isinstance(data, dict) else list(data or [])
+
+
+def submittal_requests(units: dict[str, list[Record]], pairings: list[Record]) -> list[tuple]:
+    """The (idu, odu) requests the catalog implies, derived by the sync's own SQL."""
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    for slug, records in units.items():
+        con.register("incoming", rows_table(records, unit_row_for(slug), UNIT_SCHEMA))
+        con.execute("INSERT INTO units BY NAME SELECT * FROM incoming")
+    con.register("incoming", rows_table(pairings, pairing_row, PAIRING_SCHEMA))
+    con.execute("INSERT INTO pairings BY NAME SELECT * FROM incoming")
+    con.register("incoming", pairing_product_rows(pairings))
+    con.execute("INSERT INTO pairing_products BY NAME SELECT * FROM incoming")
+    rows = con.execute(read_sql("submittal_requests")).fetchall()
+    con.close()
+    return [(idu, odu) for _, idu, odu, _ in rows]
+
+
+async def _leads_and_details(fetch: _Fetcher) -> None:
+    """Walk the lead cursor chain; each page's details are fetched while the walk goes on."""
+    details: list[asyncio.Task] = []
+    cursor: tuple[str, str] | None = None
+    while True:
+        params: dict[str, Any] = {"count": PAGE}
+        if cursor is not None:
+            params["cursorCreatedDate"], params["cursorId"] = cursor
+        body = orjson.loads(await fetch.get(paths.LEADS, params))
+        leads = body.get("data") or []
+        details += [
+            asyncio.ensure_future(fetch.discard(f"{paths.LEADS}/{quote_sku(str(lead['Id']))}"))
+            for lead in leads
+        ]
+        if len(leads) < PAGE:
+            break
+        cursor = (str(leads[-1]["CreatedDate"]), str(leads[-1]["Id"]))
+    await asyncio.gather(*details)
+
+
+async def _catalog_and_submittals(fetch: _Fetcher) -> None:
+    lists = await asyncio.gather(
+        *(fetch.all_pages(paths.unit_path(slug)) for slug in paths.UNIT_SLUGS),
+        fetch.all_pages(paths.PAIRINGS_LIST),
+        fetch.all_pages(paths.PRODUCTS_LIST),
+    )
+    units = dict(zip(paths.UNIT_SLUGS, lists[: len(paths.UNIT_SLUGS)], strict=True))
+    wanted = submittal_requests(units, lists[len(paths.UNIT_SLUGS)])
+    await asyncio.gather(
+        *(
+            fetch.discard(paths.SUBMITTAL_DATA, {k: v for k, v in (("idu", i), ("odu", o)) if v})
+            for i, o in wanted
+        )
+    )
+
+
+async def _everything(fetch: _Fetcher) -> float:
+    started = time.perf_counter()
+    await asyncio.gather(
+        _catalog_and_submittals(fetch),
+        _leads_and_details(fetch),
+        fetch.all_pages(paths.WAREHOUSE_DIGITAL_ASSETS),
+        fetch.discard(paths.CONTRACTORS),
+        fetch.discard(paths.INDOOR_MODELS),
+    )
+    return time.perf_counter() - started
+
+
+async def floor_run(
+    url: str, api_key: str, concurrency: int = 8, client: str = "httpx"
+) -> FloorRun:
+    """One full fetch of everything a full sync fetches, on httpx (the floor) or aiohttp."""
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+    if client == "aiohttp":
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+
+            async def over_aiohttp(path: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
+                query = {k: str(v) for k, v in (params or {}).items()}
+                target = URL(url + path, encoded=True)
+                async with session.get(target, params=query or None) as response:
+                    return response.status, await response.read()
+
+            fetch = _Fetcher(over_aiohttp, concurrency)
+            seconds = await _everything(fetch)
+        return FloorRun(seconds, fetch.requests, fetch.bytes)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, limits=limits, timeout=60.0
+    ) as http:
+
+        async def over_httpx(path: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
+            response = await http.get(path, params=params)
+            return response.status_code, response.content
+
+        fetch = _Fetcher(over_httpx, concurrency)
+        seconds = await _everything(fetch)
+    return FloorRun(seconds, fetch.requests, fetch.bytes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--client", choices=["httpx", "aiohttp"], default="httpx")
+    options = parser.parse_args()
+    run = asyncio.run(floor_run(options.url, options.api_key, options.concurrency, options.client))
+    print(json.dumps(run.__dict__))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""One ductwork sync (every stream, then the snapshot publish) in a process of its own.
+
+The parent measures this process's wall time and peak RSS; this prints, as one JSON line, the
+sync's own wall time, the publish step's duration and each asset's requests and rows.
+
+    uv run python -m bench.sync_child --home DIR --url URL --api-key KEY --s3-url URL
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+
+BUCKET = "ductwork-bench"
+
+
+def sync_once(home: Path, url: str, api_key: str, s3_url: str) -> dict:
+    """Materialise every synced asset and the snapshot, as ``ductwork sync`` does."""
+    from dagster_duckdb import DuckDBResource
+
+    from ductwork.settings import HomeSettings
+    from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
+    from pipelines.resources import DataHome, ObjectStore, UpstreamResource
+
+    settings = HomeSettings(home=home)
+    resources = {
+        "upstream": UpstreamResource(base_url=url, api_key=api_key),
+        "warehouse": DuckDBResource(database=str(settings.warehouse_path)),
+        "data_home": DataHome(path=str(home)),
+        "object_store": ObjectStore(bucket=BUCKET, endpoint_url=s3_url),
+    }
+    started = time.perf_counter()
+    result = dg.materialize([*SYNCED_AND_PUBLISHED, *ALL_CHECKS], resources=resources)
+    seconds = time.perf_counter() - started
+    if not result.success:
+        raise SystemExit("the sync failed")
+    assets = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        values = {k: v.value for k, v in materialization.metadata.items()}
+        assets[materialization.asset_key.path[-1]] = {
+            "requests": values.get("requests"),
+            "rows": values.get("dagster/row_count"),
+        }
+    steps = {
+        event.step_key: event.event_specific_data.duration_ms / 1000
+        for event in result.get_step_success_events()
+    }
+    return {
+        "seconds": seconds,
+        "publish_s": steps.get("serving_snapshot"),
+        "steps": steps,
+        "assets": assets,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--s3-url", required=True)
+    options = parser.parse_args()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    report = sync_once(options.home, options.url, options.api_key, options.s3_url)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
