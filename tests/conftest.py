@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,16 @@ class ObjectStoreServer:
         """The Dagster resource pointing at it."""
         return ObjectStore(bucket=self.bucket, endpoint_url=self.endpoint_url)
 
+    def sandbox(self, seed: int, scale: str = "small") -> AbstractContextManager[SandboxHandle]:
+        """A sandbox upstream of its own on a free port, listing this store's bucket."""
+        return running_sandbox(
+            seed=seed,
+            scale=scale,
+            api_key=UPSTREAM_KEY,
+            s3_endpoint_url=self.endpoint_url,
+            s3_bucket=self.bucket,
+        )
+
 
 @pytest.fixture(scope="session")
 def object_store() -> Iterator[ObjectStoreServer]:
@@ -77,13 +88,7 @@ def resources_for(
 def upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
     """The sandbox upstream (small scale by default) on a free loopback port, listing the same
     bucket."""
-    with running_sandbox(
-        seed=SEED,
-        scale=SCALE,
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(SEED, SCALE) as handle:
         yield handle
 
 

@@ -10,21 +10,15 @@ import duckdb
 import pytest
 
 from ductwork.settings import HomeSettings
-from sandbox.server import SandboxHandle, running_sandbox
-from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+from sandbox.server import SandboxHandle
+from tests.conftest import ObjectStoreServer
 from tests.test_sync_streams import mutate, sync
 
 
 @pytest.fixture
 def changing_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
     """A sandbox of its own, for a test that changes its data."""
-    with running_sandbox(
-        seed=91,
-        scale="small",
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(91) as handle:
         yield handle
 
 

@@ -28,9 +28,9 @@ from ductwork.contract.encoding import loads
 from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
 from ductwork.settings import HomeSettings
 from pipelines.definitions import SYNCED_AND_PUBLISHED
-from sandbox.server import SandboxHandle, running_sandbox
+from sandbox.server import SandboxHandle
 from tests import crash_sync
-from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for
+from tests.conftest import ObjectStoreServer, resources_for
 from tests.differential import both_keys, compare_all, mirror_requests
 from tests.test_sync_streams import api_over, metadata_by_asset, mutate
 
@@ -79,13 +79,7 @@ def killed_run(
 
 @pytest.fixture(scope="module")
 def crash_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
-    with running_sandbox(
-        seed=606,
-        scale="small",
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(606) as handle:
         yield handle
 
 

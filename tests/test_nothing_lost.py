@@ -25,7 +25,7 @@ from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from pipelines.upstream_client import RetryRules
 from sandbox.fault_settings import Faults
-from sandbox.server import SandboxHandle, running_sandbox
+from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for
 from tests.differential import both_keys, compare_all, mirror_requests
 from tests.test_sync_streams import api_over, metadata_by_asset, mutate
@@ -70,13 +70,7 @@ def run_sync(mirror: Mirror) -> dg.ExecuteInProcessResult:
 def mirror(
     object_store: ObjectStoreServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Mirror]:
-    with running_sandbox(
-        seed=505,
-        scale="small",
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(505) as handle:
         yield Mirror(handle, object_store, tmp_path_factory.mktemp("nothing-lost"))
 
 

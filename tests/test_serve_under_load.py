@@ -29,9 +29,9 @@ from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.local_server import HOST, free_socket
 from ductwork.settings import HomeSettings
-from sandbox.server import SandboxHandle, running_sandbox
+from sandbox.server import SandboxHandle
 from serve.api_keys import KeyStore
-from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+from tests.conftest import ObjectStoreServer
 from tests.test_sync_streams import mutate, sync
 
 ROOT = Path(__file__).parent.parent
@@ -68,13 +68,7 @@ class LoadRecord:
 @pytest.fixture
 def load_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
     """A sandbox of its own, mutated between the syncs."""
-    with running_sandbox(
-        seed=4242,
-        scale="small",
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(4242) as handle:
         yield handle
 
 

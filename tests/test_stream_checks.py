@@ -19,7 +19,7 @@ from conftest import UPSTREAM_KEY, ObjectStoreServer
 from test_cli import ductwork, sync_env
 
 from pipelines.definitions import defs
-from sandbox.server import SandboxHandle, running_sandbox
+from sandbox.server import SandboxHandle
 
 
 @contextmanager
@@ -103,13 +103,7 @@ def test_a_shrunken_table_fails_its_check_blocks_the_publish_and_a_full_refresh_
 @pytest.fixture()
 def own_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
     """A sandbox of its own, for a test that deletes upstream data."""
-    with running_sandbox(
-        seed=11,
-        scale="small",
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(11) as handle:
         yield handle
 
 

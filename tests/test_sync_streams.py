@@ -20,7 +20,7 @@ from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from pipelines.jobs import RECONCILE_CONFIG
-from sandbox.server import SandboxHandle, running_sandbox
+from sandbox.server import SandboxHandle
 from serve.api_keys import KeyStore
 from serve.app import create_app
 from tests.conftest import UNLIMITED, UPSTREAM_KEY, ObjectStoreServer, ReadApi, resources_for
@@ -87,13 +87,7 @@ def mutate(upstream: SandboxHandle, **counts: int) -> dict:
 @pytest.fixture
 def fresh_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
     """A sandbox of its own, for tests that change its data."""
-    with running_sandbox(
-        seed=77,
-        scale="small",
-        api_key=UPSTREAM_KEY,
-        s3_endpoint_url=object_store.endpoint_url,
-        s3_bucket=object_store.bucket,
-    ) as handle:
+    with object_store.sandbox(77) as handle:
         yield handle
 
 
