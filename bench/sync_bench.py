@@ -86,19 +86,11 @@ def client_rates(url: str, requests: int) -> dict[str, list[float]]:
 
 def timed_sync(home: Path, url: str, s3_url: str) -> tuple[float, dict[str, dict]]:
     """One run of every stream; wall seconds and each asset's metadata."""
-    from dagster_duckdb import DuckDBResource
 
-    from ductwork.settings import HomeSettings
     from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-    from pipelines.resources import DataHome, ObjectStore, UpstreamResource
+    from pipelines.resources import resources_for_home
 
-    settings = HomeSettings(home=home)
-    resources = {
-        "upstream": UpstreamResource(base_url=url, api_key=KEY),
-        "warehouse": DuckDBResource(database=str(settings.warehouse_path)),
-        "data_home": DataHome(path=str(home)),
-        "object_store": ObjectStore(bucket=BUCKET, endpoint_url=s3_url),
-    }
+    resources = resources_for_home(home, url, KEY, s3_url, BUCKET)
     started = time.perf_counter()
     result = dg.materialize([*SYNCED_AND_PUBLISHED, *ALL_CHECKS], resources=resources)
     wall = time.perf_counter() - started

@@ -21,19 +21,11 @@ BUCKET = "ductwork-bench"
 
 def sync_once(home: Path, url: str, api_key: str, s3_url: str) -> dict:
     """Materialise every synced asset and the snapshot, as ``ductwork sync`` does."""
-    from dagster_duckdb import DuckDBResource
 
-    from ductwork.settings import HomeSettings
     from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-    from pipelines.resources import DataHome, ObjectStore, UpstreamResource
+    from pipelines.resources import resources_for_home
 
-    settings = HomeSettings(home=home)
-    resources = {
-        "upstream": UpstreamResource(base_url=url, api_key=api_key),
-        "warehouse": DuckDBResource(database=str(settings.warehouse_path)),
-        "data_home": DataHome(path=str(home)),
-        "object_store": ObjectStore(bucket=BUCKET, endpoint_url=s3_url),
-    }
+    resources = resources_for_home(home, url, api_key, s3_url, BUCKET)
     started = time.perf_counter()
     result = dg.materialize([*SYNCED_AND_PUBLISHED, *ALL_CHECKS], resources=resources)
     seconds = time.perf_counter() - started

@@ -46,6 +46,20 @@ class DataHome(dg.ConfigurableResource):
         return HomeSettings(home=Path(self.path)).snapshots_dir
 
 
+def resources_for_home(
+    home: Path, upstream_url: str, api_key: str, s3_endpoint_url: str | None, bucket: str
+) -> dict[str, object]:
+    """Resources for a sync run outside the code location (tests, benchmarks): the given
+    upstream and bucket, and the warehouse and snapshots under ``home``."""
+    settings = HomeSettings(home=home)
+    return {
+        "upstream": UpstreamResource(base_url=upstream_url, api_key=api_key),
+        "warehouse": DuckDBResource(database=str(settings.warehouse_path)),
+        "data_home": DataHome(path=str(settings.home)),
+        "object_store": ObjectStore(bucket=bucket, endpoint_url=s3_endpoint_url),
+    }
+
+
 def default_resources() -> dict[str, object]:
     """Resources for the deployed code location, read from the environment."""
     home = load(HomeSettings)

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_duckdb import DuckDBResource
 from moto.server import ThreadedMotoServer
 
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings
-from pipelines.resources import DataHome, ObjectStore, UpstreamResource
+from pipelines.resources import ObjectStore, resources_for_home
 from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
 from serve.api_keys import KeyStore
 from serve.app import create_app
@@ -75,13 +74,7 @@ def resources_for(
     home: Path, upstream_url: str, store: ObjectStoreServer, api_key: str = UPSTREAM_KEY
 ) -> dict:
     """The resources a test sync runs with: real upstream, S3 and a DuckDB file under ``home``."""
-    settings = HomeSettings(home=home)
-    return {
-        "upstream": UpstreamResource(base_url=upstream_url, api_key=api_key, concurrency=8),
-        "warehouse": DuckDBResource(database=str(settings.warehouse_path)),
-        "data_home": DataHome(path=str(settings.home)),
-        "object_store": store.resource(),
-    }
+    return resources_for_home(home, upstream_url, api_key, store.endpoint_url, store.bucket)
 
 
 @pytest.fixture(scope="session")
