@@ -12,6 +12,7 @@ from assets.checks import key_check, pairing_products_resolve
 from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.list_reader import ListRead, read_whole_list
 from assets.loading import (
+    ListContent,
     Record,
     Replacement,
     RowOf,
@@ -123,32 +124,51 @@ def _read_metadata(read: ListRead) -> dict[str, int]:
 def catalog_items(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Mirror the product list into ``catalog_items``."""
     fetched = fetch(upstream, lambda c: read_whole_list(c, paths.PRODUCTS_LIST, _by_sku))
-    table = rows_table(fetched.value.records, catalog_item_row, CATALOG_ITEM_SCHEMA)
+    records = fetched.value.records
+    content = ListContent.of("catalog_items", records)
     with open_warehouse(warehouse) as con:
-        replace_rows(con, Replacement("catalog_items", table))
+        unchanged = content.already_stored(con, "catalog_items")
+        if not unchanged:
+            table = rows_table(records, catalog_item_row, CATALOG_ITEM_SCHEMA)
+            replace_rows(con, Replacement("catalog_items", table), content=content)
     return dg.MaterializeResult(
-        metadata=run_metadata(fetched, table.num_rows, **_read_metadata(fetched.value))
+        metadata=run_metadata(
+            fetched, len(records), unchanged=unchanged, **_read_metadata(fetched.value)
+        )
     )
 
 
 def unit_list_asset(slug: str) -> dg.AssetsDefinition:
     """The asset mirroring one typed unit list (e.g. indoor-units) into ``units``."""
     row_of = unit_row_for(slug)
+    name = slug.replace("-", "_")
 
     @ingest_asset(
-        name=slug.replace("-", "_"),
+        name=name,
         group=GROUP,
         description=f"Full unit records of /products/v2.0/{slug}, in table `units`.",
     )
     def _unit_list(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
         path = paths.unit_path(slug)
         fetched = fetch(upstream, lambda c: read_whole_list(c, path, _by_sku))
-        table = rows_table(fetched.value.records, row_of, UNIT_SCHEMA)
+        records = fetched.value.records
+        content = ListContent.of(name, records)
         with open_warehouse(warehouse) as con:
-            replace_rows(con, Replacement("units", table, "unit_type = ?", [slug]))
-        drift = UNIT_RECORD.drift(fetched.value.records)
+            unchanged = content.already_stored(con, "units", "unit_type = ?", [slug])
+            if not unchanged:
+                table = rows_table(records, row_of, UNIT_SCHEMA)
+                replace_rows(
+                    con, Replacement("units", table, "unit_type = ?", [slug]), content=content
+                )
+        drift = UNIT_RECORD.drift(records)
         return dg.MaterializeResult(
-            metadata=run_metadata(fetched, table.num_rows, **_read_metadata(fetched.value), **drift)
+            metadata=run_metadata(
+                fetched,
+                len(records),
+                unchanged=unchanged,
+                **_read_metadata(fetched.value),
+                **drift,
+            )
         )
 
     return _unit_list
@@ -169,15 +189,25 @@ def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.Materi
 
     fetched = fetch(upstream, lambda c: read_whole_list(c, paths.PAIRINGS_LIST, by_id))
     records = fetched.value.records
-    table = rows_table(records, pairing_row, PAIRING_SCHEMA)
-    products = pairing_product_rows(records)
+    content = ListContent.of("pairings", records)
     with open_warehouse(warehouse) as con:
-        replace_rows(con, Replacement("pairings", table), Replacement("pairing_products", products))
+        unchanged = content.already_stored(con, "pairings")
+        if not unchanged:
+            table = rows_table(records, pairing_row, PAIRING_SCHEMA)
+            products = pairing_product_rows(records)
+            replace_rows(
+                con,
+                Replacement("pairings", table),
+                Replacement("pairing_products", products),
+                content=content,
+            )
+        slots = con.execute("SELECT count(*) FROM pairing_products").fetchall()[0][0]
     return dg.MaterializeResult(
         metadata=run_metadata(
             fetched,
-            table.num_rows,
-            product_slots=products.num_rows,
+            len(records),
+            unchanged=unchanged,
+            product_slots=slots,
             **_read_metadata(fetched.value),
         )
     )

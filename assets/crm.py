@@ -106,8 +106,12 @@ def _store_leads(
     try:
         con.register("incoming_rows", table)
         con.execute(read_sql("leads_changed"))
-        con.execute(read_sql("leads_upsert"))
-        con.execute(read_sql("lead_history_apply"))
+        differing = con.sql(read_sql("leads_differing")).to_arrow_table()
+        con.unregister("incoming_rows")
+        if differing.num_rows:
+            con.register("incoming_rows", differing)
+            con.execute(read_sql("leads_upsert"))
+            con.execute(read_sql("lead_history_apply"))
         if cursor is not None:
             write_bookmark(con, LEADS_STREAM, {"CreatedDate": cursor[0], "Id": cursor[1]})
         con.execute("COMMIT")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
+from assets.bookmarks import read_bookmark, write_bookmark
 from ductwork.contract.encoding import dumps, parse_datetime
 from ductwork.settings import SyncSettings, load
 from warehouse_sql import schema_sql
@@ -71,10 +73,57 @@ class Replacement:
     params: Sequence[object] = ()
 
 
-def replace_rows(con: duckdb.DuckDBPyConnection, *replacements: Replacement) -> None:
-    """Apply replacements in one transaction: readers see all of them or none."""
+@dataclass(frozen=True)
+class ListContent:
+    """What a whole-list read brought: a digest of its records in order, and their number.
+
+    Lists without ``updatedAfter`` are read in full on every run; when a read brings exactly
+    what the last write stored, the rewrite (and its cost) is skipped.
+    """
+
+    stream: str
+    digest: str
+    rows: int
+
+    @classmethod
+    def of(cls, stream: str, records: Sequence[Record]) -> ListContent:
+        """The content of ``records`` as read for ``stream``."""
+        digest = hashlib.blake2b(dumps(list(records)), digest_size=16).hexdigest()
+        return cls(stream, digest, len(records))
+
+    @property
+    def bookmark_key(self) -> str:
+        """Its key in ``stream_state``."""
+        return f"{self.stream}.content"
+
+    def already_stored(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        table: str,
+        where: str | None = None,
+        params: Sequence[object] = (),
+    ) -> bool:
+        """Whether the last write stored this very content and the table (or the slice that
+        ``where`` selects, as in ``Replacement``) still holds that many rows."""
+        saved = read_bookmark(con, self.bookmark_key)
+        if saved != {"digest": self.digest, "rows": self.rows}:
+            return False
+        condition = f" WHERE {where}" if where else ""
+        rows = con.execute(f"SELECT count(*) FROM {table}{condition}", list(params))
+        return rows.fetchall()[0][0] == self.rows
+
+
+def replace_rows(
+    con: duckdb.DuckDBPyConnection, *replacements: Replacement, content: ListContent | None = None
+) -> None:
+    """Apply replacements in one transaction: readers see all of them or none. ``content``,
+    when given, is recorded in the same transaction as what the replaced rows hold."""
     con.execute("BEGIN TRANSACTION")
     try:
+        if content is not None:
+            write_bookmark(
+                con, content.bookmark_key, {"digest": content.digest, "rows": content.rows}
+            )
         for index, item in enumerate(replacements):
             view = f"incoming_rows_{index}"
             con.register(view, item.rows)

@@ -30,19 +30,23 @@ SYNCED_ASSETS: list[dg.AssetsDefinition] = [
     deps=SYNCED_ASSETS,
     description=(
         "An immutable copy of the warehouse that the read API and analysts open read-only; "
-        "published atomically, so readers never see a half-finished sync."
+        "published atomically, so readers never see a half-finished sync. A run that changed "
+        "nothing copies nothing: the current snapshot is confirmed instead."
     ),
 )
 def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.MaterializeResult:
-    """Publish the warehouse as a new snapshot and make it current."""
+    """Publish the warehouse as a new snapshot and make it current (or confirm the current one
+    when the warehouse's content has not changed since it was published)."""
     with open_warehouse(warehouse) as con:
         published = snapshots.publish(con, data_home.snapshots_dir)
     removed = snapshots.prune(data_home.snapshots_dir)
+    snapshot = published.snapshot
     return dg.MaterializeResult(
         metadata={
-            "version": published.version,
-            "path": dg.MetadataValue.path(str(published.path)),
-            "size_bytes": published.path.stat().st_size,
+            "version": snapshot.version,
+            "path": dg.MetadataValue.path(str(snapshot.path)),
+            "size_bytes": snapshot.path.stat().st_size,
+            "new_copy": published.copied,
             "pruned": len(removed),
         }
     )

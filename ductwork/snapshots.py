@@ -4,12 +4,17 @@ The pipeline alone opens the working warehouse file (DuckDB allows one writer or
 never both). Publishing copies it into a new, never-rewritten file and then swaps the
 ``CURRENT`` pointer with write-fsync-rename, so readers (the read API, analysts) always open a
 complete snapshot read-only and never contend with a running sync.
+
+A publish whose warehouse holds exactly what the current snapshot holds (the same content
+fingerprint) copies nothing: it only rewrites the pointer, whose modification time then says
+when a sync last confirmed the snapshot as current.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse_sql import read_sql, snapshot_sql
+from warehouse_sql import quote_identifier, read_sql, snapshot_sql
 
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
@@ -44,14 +49,44 @@ def new_version() -> str:
     return f"{stamp}-{uuid.uuid4().hex[:6]}"
 
 
-def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapshot:
-    """Copy the warehouse into a new snapshot file and make it current."""
+@dataclass(frozen=True)
+class Publication:
+    """The outcome of a publish: the current snapshot, and whether it is a new copy."""
+
+    snapshot: Snapshot
+    copied: bool
+    fingerprint: str
+
+
+def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
+    """A fingerprint of every table's content in the database in use: per table, its row count
+    and an order-independent sum of row hashes, run-time columns (``synced_at``, a bookmark's
+    ``updated_at``) left out. Equal content gives an equal fingerprint."""
+    parts = []
+    for table, columns in con.execute(read_sql("content_columns")).fetchall():
+        listed = ", ".join(quote_identifier(column) for column in columns)
+        rows, total = con.execute(
+            f"SELECT count(*), coalesce(sum(hash({listed})::HUGEINT), 0) "
+            f"FROM {quote_identifier(table)}"
+        ).fetchall()[0]
+        parts.append(f"{table}:{rows}:{total}")
+    return ";".join(parts)
+
+
+def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Publication:
+    """Copy the warehouse into a new snapshot file and make it current, unless the current
+    snapshot already holds the same content (then only the pointer is rewritten)."""
     snapshots_dir.mkdir(parents=True, exist_ok=True)
+    fingerprint = content_fingerprint(warehouse)
+    live = current(snapshots_dir)
+    if live is not None and _fingerprint_of(live) == fingerprint:
+        _write_atomically(snapshots_dir / POINTER, live.path.name)
+        return Publication(live, copied=False, fingerprint=fingerprint)
     version = new_version()
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
     staging = snapshots_dir / f".staging-{version}{SUFFIX}"
     try:
-        _copy_into(warehouse, staging, version)
+        _copy_into(warehouse, staging, version, fingerprint)
         _fsync(staging)
     except BaseException:
         # A failed publish (a full disk, most likely) must not leave a half-written copy
@@ -60,20 +95,45 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Snapsh
         raise
     os.replace(staging, final)
     _write_atomically(snapshots_dir / POINTER, final.name)
-    return Snapshot(version, final)
+    return Publication(Snapshot(version, final), copied=True, fingerprint=fingerprint)
 
 
-def _copy_into(warehouse: duckdb.DuckDBPyConnection, staging: Path, version: str) -> None:
-    """Copy every table of the warehouse, plus the serving tables, into ``staging``."""
-    source = warehouse.execute("SELECT current_database()").fetchall()[0][0]
+def _fingerprint_of(snapshot: Snapshot) -> str | None:
+    """The content fingerprint recorded in a snapshot (None for one published without it)."""
+    try:
+        with duckdb.connect(str(snapshot.path), read_only=True) as con:
+            found = con.execute(read_sql("snapshot_fingerprint")).fetchall()
+    except duckdb.Error:
+        return None
+    return found[0][0] if found else None
+
+
+def _copy_into(
+    warehouse: duckdb.DuckDBPyConnection, staging: Path, version: str, fingerprint: str
+) -> None:
+    """Copy the warehouse file into ``staging``, then add the serving tables to the copy.
+
+    A checkpoint first writes every committed change into the warehouse file itself; the file
+    is then copied as bytes, which is several times faster than ``COPY FROM DATABASE`` (that
+    re-inserts every row and rebuilds every index). The publish step is the only writer at
+    that moment, so the file does not change while it is copied.
+    """
+    source_name, source_path = warehouse.execute(read_sql("database_file")).fetchall()[0]
+    warehouse.execute("CHECKPOINT")
+    wal = Path(f"{source_path}.wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise RuntimeError(
+            "the warehouse still has changes outside its file after a checkpoint; "
+            "another writer may be running: publish again once it has finished"
+        )
+    shutil.copyfile(source_path, staging)
     warehouse.execute("ATTACH ? AS snapshot_target", [str(staging)])
     try:
-        warehouse.execute(f'COPY FROM DATABASE "{source}" TO snapshot_target')
         warehouse.execute("USE snapshot_target")
         try:
-            _build_snapshot_extras(warehouse, version)
+            _build_snapshot_extras(warehouse, version, fingerprint)
         finally:
-            warehouse.execute(f'USE "{source}"')
+            warehouse.execute(f"USE {quote_identifier(source_name)}")
         warehouse.execute("CHECKPOINT snapshot_target")
     finally:
         warehouse.execute("DETACH snapshot_target")
@@ -84,7 +144,7 @@ def _remove_staging(staging: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _build_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str) -> None:
+def _build_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprint: str) -> None:
     """Serving tables, comments, analyst views and ``snapshot_info``, in the database in use.
 
     One transaction: its hundreds of COMMENT ON statements then commit once, not one by one.
@@ -92,15 +152,20 @@ def _build_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str) -> None
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(snapshot_sql())
-        con.execute(
-            "CREATE TABLE snapshot_info AS SELECT ?::VARCHAR AS version, now() AS published_at",
-            [version],
-        )
+        con.execute(read_sql("snapshot_info"), [version, fingerprint])
         con.execute(read_sql("snapshot_info_comments"))
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def confirmed_at(snapshots_dir: Path) -> float | None:
+    """When a sync last published or confirmed the current snapshot (epoch seconds)."""
+    try:
+        return (snapshots_dir / POINTER).stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def current(snapshots_dir: Path) -> Snapshot | None:

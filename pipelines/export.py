@@ -19,7 +19,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ductwork import snapshots
 from ductwork.settings import S3Settings, load
 from pipelines.resources import ObjectStore
-from pipelines.snapshot_catalog import Relation, describe, quote_identifier
+from pipelines.snapshot_catalog import Relation, describe
+from warehouse_sql import quote_identifier
 
 MANIFEST = "manifest.json"
 DATA_FILE = "data.parquet"

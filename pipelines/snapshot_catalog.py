@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse_sql import read_sql
+from warehouse_sql import quote_identifier, read_sql
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,6 @@ class Relation:
     comment: str | None
     columns: tuple[Column, ...]
     rows: int
-
-
-def quote_identifier(name: str) -> str:
-    """A DuckDB identifier in double quotes (names come from the catalog, never from input)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def describe(con: duckdb.DuckDBPyConnection) -> list[Relation]:

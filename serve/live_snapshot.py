@@ -73,6 +73,7 @@ class LiveSnapshot:
         self._dir = snapshots_dir
         self._interval = check_interval_s
         self._state: ServingState | None = None
+        self._confirmed: tuple[str, float] | None = None
         self._next_check = 0.0
         self._loading = threading.Lock()
 
@@ -84,11 +85,19 @@ class LiveSnapshot:
             self._maybe_reload()
         return self._state
 
+    def age_seconds(self, state: ServingState) -> float:
+        """Seconds since a sync last published or confirmed ``state``'s snapshot as current."""
+        moment = state.published_at
+        if self._confirmed is not None and self._confirmed[0] == state.version:
+            moment = max(moment, self._confirmed[1])
+        return time.time() - moment
+
     def load_now(self) -> ServingState | None:
         """Load the current snapshot synchronously (at start-up)."""
         snap = snapshots.current(self._dir)
         if snap is not None and (self._state is None or snap.version != self._state.version):
             self._swap(load_state(snap))
+        self._note_confirmation(snap)
         return self._state
 
     def _swap(self, state: ServingState) -> None:
@@ -100,6 +109,7 @@ class LiveSnapshot:
 
     def _maybe_reload(self) -> None:
         snap = snapshots.current(self._dir)
+        self._note_confirmation(snap)
         if snap is None or (self._state is not None and snap.version == self._state.version):
             return
         if self._state is None:
@@ -107,6 +117,11 @@ class LiveSnapshot:
             return
         if self._loading.acquire(blocking=False):
             threading.Thread(target=self._load_in_background, args=(snap,), daemon=True).start()
+
+    def _note_confirmation(self, snap: snapshots.Snapshot | None) -> None:
+        confirmed = snapshots.confirmed_at(self._dir)
+        if snap is not None and confirmed is not None:
+            self._confirmed = (snap.version, confirmed)
 
     def _load_in_background(self, snap: snapshots.Snapshot) -> None:
         try:

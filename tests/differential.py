@@ -44,9 +44,13 @@ class Answer:
 
 
 def compare_all(
-    upstream: SandboxHandle, api: Server, requests: Iterable[Request], keys: tuple[str, str]
+    upstream: SandboxHandle | Server,
+    api: Server,
+    requests: Iterable[Request],
+    keys: tuple[str, str],
 ) -> int:
-    """Send each request to both servers; assert equal status, content type and JSON body."""
+    """Send each request to both servers; assert equal status, content type and JSON body.
+    ``upstream`` is the reference: the sandbox, or another read API."""
     requests = list(requests)
 
     async def one(session: aiohttp.ClientSession, base: str, key: str, req: Request) -> Answer:

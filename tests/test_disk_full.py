@@ -15,10 +15,11 @@ import pytest
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from sandbox.server import SandboxHandle
+from serve.api_keys import KeyStore
 from tests.conftest import ObjectStoreServer, resources_for
 from tests.differential import both_keys, compare_all, mirror_requests
 from tests.test_crash_anywhere import published_snapshot_is_whole
-from tests.test_sync_streams import api_over
+from tests.test_sync_streams import api_over, mutate
 
 TMPFS_SIZE = "192m"  # a first sync needs about 60 MB at small scale
 LEFT_FREE = 4 << 20  # what the ballast leaves: less than a snapshot needs
@@ -66,14 +67,20 @@ def fill(disk: Path, leave: int) -> Path:
 
 
 def test_disk_filling_during_a_sync_fails_clearly_and_the_last_snapshot_keeps_serving(
-    small_disk: Path, upstream: SandboxHandle, object_store: ObjectStoreServer
+    small_disk: Path, upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
     home = small_disk / "home"
     home.mkdir()
     assert run_sync(home, upstream, object_store).success
     snapshots = HomeSettings(home=home).snapshots_dir
     pointer_before = (snapshots / "CURRENT").read_text()
+    # A copy of what is served now, off the small disk, to compare the answers with later.
+    reference = tmp_path / "reference"
+    shutil.copytree(snapshots, HomeSettings(home=reference).snapshots_dir)
 
+    # Changes to write and publish (a run that changes nothing copies nothing).
+    mutate(upstream, assets_updated=3_000, leads_added=500)
+    key = KeyStore(HomeSettings(home=home).keys_path).create("tests")  # while there is room
     ballast = fill(small_disk, LEFT_FREE)
     result = run_sync(home, upstream, object_store)
     assert not result.success
@@ -86,10 +93,12 @@ def test_disk_filling_during_a_sync_fails_clearly_and_the_last_snapshot_keeps_se
     assert (snapshots / "CURRENT").read_text() == pointer_before
     assert not list(snapshots.glob(".staging-*")), "a failed publish left its copy behind"
     published_snapshot_is_whole(home)
-    with api_over(home) as api:
+    with api_over(home, key) as api, api_over(reference) as before:
         requests = mirror_requests(upstream)
-        compare_all(upstream, api, requests, both_keys(upstream, api))
+        compare_all(before, api, requests, (before.key, api.key))
 
     ballast.unlink()
     assert run_sync(home, upstream, object_store).success
     published_snapshot_is_whole(home)
+    with api_over(home, key) as api:
+        compare_all(upstream, api, mirror_requests(upstream), both_keys(upstream, api))

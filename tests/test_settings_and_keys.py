@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import duckdb
@@ -13,6 +15,7 @@ from assets.loading import open_warehouse
 from ductwork import snapshots
 from ductwork.settings import SettingsError, SyncSettings, UpstreamSettings, load
 from serve.api_keys import KeyStore
+from serve.live_snapshot import LiveSnapshot
 
 
 def test_missing_required_setting_is_one_line_naming_the_variable(
@@ -45,9 +48,9 @@ def test_a_published_snapshot_stays_readable_after_the_next_publish(tmp_path: Pa
     con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
     con.execute(warehouse_sql.schema_sql())
     con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{}', now())")
-    first = snapshots.publish(con, tmp_path / "snapshots")
+    first = snapshots.publish(con, tmp_path / "snapshots").snapshot
     con.execute("INSERT INTO pairings VALUES (2, 'Pairing', now(), '{}', now())")
-    second = snapshots.publish(con, tmp_path / "snapshots")
+    second = snapshots.publish(con, tmp_path / "snapshots").snapshot
     assert snapshots.current(tmp_path / "snapshots") == second
     with duckdb.connect(str(first.path), read_only=True) as old:
         assert old.execute("SELECT count(*) FROM pairings").fetchall() == [(1,)]
@@ -56,6 +59,39 @@ def test_a_published_snapshot_stays_readable_after_the_next_publish(tmp_path: Pa
         assert reader.execute("SELECT count(*) FROM pairings").fetchall() == [(2,)]
         assert reader.execute("SELECT version FROM snapshot_info").fetchall() == [(live.version,)]
     assert not list((tmp_path / "snapshots").glob(".staging-*"))
+
+
+def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "snapshots"
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    con.execute(warehouse_sql.schema_sql())
+    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{\"a\":1}', now())")
+    first = snapshots.publish(con, folder)
+    assert first.copied
+    an_hour_ago = time.time() - 3600
+    for path in (folder / snapshots.POINTER, first.snapshot.path):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    live = LiveSnapshot(folder, check_interval_s=0)
+    state = live.get()
+    assert state is not None and live.age_seconds(state) > 3000
+
+    # A run that rewrote the same rows (only their sync time moved) changes nothing.
+    con.execute("UPDATE pairings SET synced_at = now() + INTERVAL 1 MINUTE")
+    again = snapshots.publish(con, folder)
+    assert not again.copied and again.snapshot == first.snapshot
+    assert sorted(p.name for p in folder.glob("snapshot-*")) == [first.snapshot.path.name]
+    assert live.get() is state and live.age_seconds(state) < 60
+
+    # Any change of content (here one member of one record) is a new snapshot.
+    con.execute("UPDATE pairings SET record = '{\"a\":2}'")
+    changed = snapshots.publish(con, folder)
+    assert changed.copied and snapshots.current(folder) == changed.snapshot
+    with duckdb.connect(str(changed.snapshot.path), read_only=True) as reader:
+        recorded = reader.execute("SELECT content_fingerprint FROM snapshot_info").fetchall()
+    assert recorded == [(changed.fingerprint,)] and changed.fingerprint != first.fingerprint
+    state.lease.release()
 
 
 def test_the_warehouse_runs_under_the_memory_limit_setting_and_refuses_a_malformed_one(

@@ -64,10 +64,10 @@ def metadata_by_asset(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
 
 
 @contextmanager
-def api_over(home: Path) -> Iterator[ReadApi]:
-    """The read API over a data folder's current snapshot."""
+def api_over(home: Path, key: str | None = None) -> Iterator[ReadApi]:
+    """The read API over a data folder's current snapshot (with a new key unless given one)."""
     settings = HomeSettings(home=home)
-    key = KeyStore(settings.keys_path).create("tests")
+    key = key or KeyStore(settings.keys_path).create("tests")
     with serving(create_app(settings, UNLIMITED)) as url:
         yield ReadApi(url, key, home)
 

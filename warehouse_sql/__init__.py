@@ -24,3 +24,8 @@ def snapshot_sql() -> str:
 def schema_sql() -> str:
     """Every DDL statement of the warehouse, in dependency order."""
     return "\n".join(read_sql(name) for name in SCHEMA_FILES)
+
+
+def quote_identifier(name: str) -> str:
+    """A DuckDB identifier in double quotes (names come from the catalog, never from input)."""
+    return '"' + name.replace('"', '""') + '"'

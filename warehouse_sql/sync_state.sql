@@ -1,6 +1,7 @@
 -- Bookkeeping of the sync itself.
 
--- Bookmarks of incremental streams, written in the same transaction as the rows they cover.
+-- Bookmarks of incremental streams, and digests of what whole-list streams last stored
+-- (key `<stream>.content`), each written in the same transaction as the rows it covers.
 CREATE TABLE IF NOT EXISTS stream_state (
     stream       VARCHAR PRIMARY KEY,
     bookmark     JSON NOT NULL,         -- e.g. {"updatedAt": "...", "assetId": "..."}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -24,14 +22,15 @@ async def healthz() -> Response:
     responses={503: {"description": "No snapshot has been published yet."}},
 )
 async def readyz(request: Request) -> Response:
-    state = request.app.state.live.get()
+    live = request.app.state.live
+    state = live.get()
     if state is None:
         body = {"status": "no snapshot published yet"}
         return Response(content=dumps(body), status_code=503, media_type="application/json")
     body = {
         "status": "ready",
         "snapshot": state.version,
-        "age_seconds": round(time.time() - state.published_at, 3),
+        "age_seconds": round(live.age_seconds(state), 3),
     }
     return Response(content=dumps(body), media_type="application/json")
 
@@ -40,8 +39,9 @@ async def readyz(request: Request) -> Response:
     "/metrics", summary="Prometheus metrics of this worker", response_class=PlainTextResponse
 )
 async def metrics(request: Request) -> Response:
-    state = request.app.state.live.get()
+    live = request.app.state.live
+    state = live.get()
     gauge = request.app.state.metrics.snapshot_age
-    gauge.set(time.time() - state.published_at if state is not None else float("nan"))
+    gauge.set(live.age_seconds(state) if state is not None else float("nan"))
     body = generate_latest(request.app.state.metrics.registry)
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)
