@@ -3,19 +3,26 @@ from the snapshot by position.
 
 At publish time the snapshot numbers each list in the contract's order (``pos``). A worker
 keeps only the sort keys (microseconds since the epoch, and lead ids) to turn a filter or a
-cursor into a position range, then reads exactly that range of record JSON from DuckDB.
+cursor into a position range. Record JSON is read from DuckDB a chunk of positions at a time
+and kept in a small least-recently-used cache: a consumer walking the pages costs one query
+per chunk rather than one per page, and a cached page is answered without leaving the event
+loop.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
+from starlette.concurrency import run_in_threadpool
 
 NO_TIME = np.iinfo(np.int64).max
+CHUNK = 1000  # positions per cached read: one page at the largest page size
+CACHE_BYTES = 48 << 20  # per list and worker
 # Queries by table, written here once; only positions travel as parameters.
 _RANGE_SQL = {
     table: f"SELECT record FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
@@ -43,6 +50,37 @@ class SnapshotReader:
 
 
 @dataclass
+class ChunkCache:
+    """Record chunks by index, least recently used dropped first beyond ``limit_bytes``."""
+
+    limit_bytes: int = CACHE_BYTES
+    _chunks: OrderedDict[int, tuple[list[bytes], int]] = field(default_factory=OrderedDict)
+    _bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, index: int) -> list[bytes] | None:
+        """The chunk, if cached."""
+        with self._lock:
+            found = self._chunks.get(index)
+            if found is None:
+                return None
+            self._chunks.move_to_end(index)
+            return found[0]
+
+    def put(self, index: int, records: list[bytes]) -> None:
+        """Keep a chunk, dropping the least recently used ones over the limit."""
+        size = sum(len(record) for record in records)
+        with self._lock:
+            if index in self._chunks:
+                return
+            self._chunks[index] = (records, size)
+            self._bytes += size
+            while self._bytes > self.limit_bytes and len(self._chunks) > 1:
+                _, (_, dropped) = self._chunks.popitem(last=False)
+                self._bytes -= dropped
+
+
+@dataclass
 class PositionedList:
     """One numbered list: its sort keys, and its records by position range."""
 
@@ -50,6 +88,7 @@ class PositionedList:
     table: str
     keys_us: np.ndarray
     ids: list[str] | None = None
+    cache: ChunkCache = field(default_factory=ChunkCache)
 
     def __len__(self) -> int:
         return len(self.keys_us)
@@ -65,12 +104,46 @@ class PositionedList:
         assert self.ids is not None
         return bisect.bisect_right(self.ids, key_id, low, high)
 
-    def records(self, start: int, end: int) -> list[bytes]:
-        """Record JSON for positions [start, end)."""
+    def cached_records(self, start: int, end: int) -> list[bytes] | None:
+        """Record JSON for positions [start, end) when every chunk of it is cached, else None
+        (then ``records`` reads it; a blocking call, for a worker thread)."""
         if start >= end:
             return []
-        rows = self.reader.rows(_RANGE_SQL[self.table], [start, end])
-        return [row[0].encode() for row in rows]
+        found: list[bytes] = []
+        for index in range(start // CHUNK, (end - 1) // CHUNK + 1):
+            chunk = self.cache.get(index)
+            if chunk is None:
+                return None
+            found.extend(self._slice(index, chunk, start, end))
+        return found
+
+    def records(self, start: int, end: int) -> list[bytes]:
+        """Record JSON for positions [start, end), read from the snapshot where not cached."""
+        if start >= end:
+            return []
+        found: list[bytes] = []
+        for index in range(start // CHUNK, (end - 1) // CHUNK + 1):
+            chunk = self.cache.get(index)
+            if chunk is None:
+                bounds = [index * CHUNK, (index + 1) * CHUNK]
+                rows = self.reader.rows(_RANGE_SQL[self.table], bounds)
+                chunk = [row[0].encode() for row in rows]
+                self.cache.put(index, chunk)
+            found.extend(self._slice(index, chunk, start, end))
+        return found
+
+    async def page(self, start: int, end: int) -> list[bytes]:
+        """``records`` for a request handler: from the cache on the event loop, otherwise
+        read in a worker thread."""
+        found = self.cached_records(start, end)
+        if found is None:
+            found = await run_in_threadpool(self.records, start, end)
+        return found
+
+    @staticmethod
+    def _slice(index: int, chunk: list[bytes], start: int, end: int) -> list[bytes]:
+        base = index * CHUNK
+        return chunk[max(start - base, 0) : end - base]
 
 
 def load_list(

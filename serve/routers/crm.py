@@ -25,7 +25,7 @@ DETAIL_SQL = "SELECT record FROM lead_details WHERE id = ? AND found"
 
 
 @router.get("/leads", summary="Leads by (CreatedDate, Id), cursor-paged")
-def list_leads(
+async def list_leads(
     request: Request,
     state: SnapshotDep,
     fields: Annotated[str | None, Query(description="Comma-separated list-item members.")] = None,
@@ -44,7 +44,7 @@ def list_leads(
     first = 0 if after is None else leads.after_time(epoch_micros(after))
     if cursor_at is not None and cursor_id is not None:
         first = max(first, leads.after_key(epoch_micros(cursor_at), cursor_id))
-    records = leads.records(first, min(first + size, len(leads)))
+    records = await leads.page(first, min(first + size, len(leads)))
     if keep is not None:
         records = [_project(record, keep) for record in records]
     return json_answer(request, state, envelopes.data_list(records))

@@ -22,7 +22,7 @@ router = APIRouter(
 
 
 @router.get("/digital-assets", summary="Digital assets by (updatedAt, assetId)")
-def list_digital_assets(
+async def list_digital_assets(
     request: Request,
     state: SnapshotDep,
     page: Annotated[str | None, Query(description="Page number, from 1.")] = None,
@@ -36,7 +36,7 @@ def list_digital_assets(
     listing = state.digital_assets
     first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
-    records = listing.records(first + start, min(first + end, len(listing)))
+    records = await listing.page(first + start, min(first + end, len(listing)))
     body = envelopes.warehouse_list(
         records,
         params.pagination(number, size, len(listing) - first),
