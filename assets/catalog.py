@@ -22,7 +22,7 @@ from assets.loading import (
     text_or_none,
     timestamp_or_none,
 )
-from assets.schema_drift import UNIT_RECORD
+from assets.schema_drift import CATALOG_ITEM_RECORD, PAIRING_RECORD, UNIT_RECORD
 from ductwork.contract import paths
 from pipelines.resources import UpstreamResource
 
@@ -126,8 +126,9 @@ def catalog_items(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.M
     table = rows_table(fetched.value.records, catalog_item_row, CATALOG_ITEM_SCHEMA)
     with open_warehouse(warehouse) as con:
         replace_rows(con, Replacement("catalog_items", table))
+    drift = CATALOG_ITEM_RECORD.drift(fetched.value.records)
     return dg.MaterializeResult(
-        metadata=run_metadata(fetched, table.num_rows, **_read_metadata(fetched.value))
+        metadata=run_metadata(fetched, table.num_rows, **_read_metadata(fetched.value), **drift)
     )
 
 
@@ -179,6 +180,7 @@ def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.Materi
             table.num_rows,
             product_slots=products.num_rows,
             **_read_metadata(fetched.value),
+            **PAIRING_RECORD.drift(records),
         )
     )
 
