@@ -1,9 +1,12 @@
-"""Nothing lost: a sync through a misbehaving upstream, a key revoked mid-run and schema drift
-still leave a mirror equal to the upstream (or fail clearly, committing nothing), and a
-second run with no upstream change rewrites no table.
+"""Nothing lost: a sync through a misbehaving upstream (10 % 5xx, 5 % 429 with Retry-After,
+dropped connections, truncated and HTML bodies), a key revoked mid-run and schema drift in
+unit records, digital assets, leads and lead details still leave a mirror equal to the
+upstream (or fail clearly, committing nothing), and a second run with no upstream change
+rewrites no table.
 
-The tests share one sandbox and one data folder and run in file order: each starts from the
-state the one before left, as consecutive scheduled runs do.
+The tests share one sandbox (the tiny scale, so the 429s' seconds of Retry-After stay few)
+and one data folder, and run in file order: each starts from the state the one before left,
+as consecutive scheduled runs do.
 """
 
 from __future__ import annotations
