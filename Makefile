@@ -25,7 +25,8 @@ test: lint ## The whole test suite
 	$(RUN) pytest
 
 soak: install ## More trials of the fault, crash and bad-input tests (minutes, not seconds)
-	DUCTWORK_SOAK=1 $(RUN) pytest tests/test_nothing_lost.py tests/test_read_api_bad_input.py
+	DUCTWORK_SOAK=1 $(RUN) pytest tests/test_nothing_lost.py tests/test_crash_anywhere.py \
+		tests/test_read_api_bad_input.py
 
 demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster UI
 	$(RUN) ductwork demo

@@ -23,7 +23,7 @@ from assets.loading import (
     text_or_none,
     timestamp_or_none,
 )
-from assets.schema_drift import UNIT_RECORD
+from assets.schema_drift import CATALOG_ITEM_RECORD, PAIRING_RECORD, UNIT_RECORD
 from ductwork.contract import paths
 from pipelines.resources import UpstreamResource
 
@@ -133,7 +133,11 @@ def catalog_items(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.M
             replace_rows(con, Replacement("catalog_items", table), content=content)
     return dg.MaterializeResult(
         metadata=run_metadata(
-            fetched, len(records), unchanged=unchanged, **_read_metadata(fetched.value)
+            fetched,
+            len(records),
+            unchanged=unchanged,
+            **_read_metadata(fetched.value),
+            **CATALOG_ITEM_RECORD.drift(records),
         )
     )
 
@@ -209,6 +213,7 @@ def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.Materi
             unchanged=unchanged,
             product_slots=slots,
             **_read_metadata(fetched.value),
+            **PAIRING_RECORD.drift(records),
         )
     )
 

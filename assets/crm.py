@@ -15,6 +15,7 @@ from assets.checks import key_check
 from assets.ingest import epoch_seconds, fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.lead_cursor import Cursor, walk_leads
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
+from assets.schema_drift import LEAD_DETAIL_RECORD, LEAD_RECORD, DriftTally
 from ductwork.contract.encoding import format_datetime, parse_datetime
 from ductwork.contract.encoding import quote_sku as quote_segment
 from ductwork.contract.paths import LEADS
@@ -128,12 +129,17 @@ async def _sync_leads(
     start: Cursor | None,
     window_days: int | None,
 ) -> dict[str, int]:
-    """New leads from the committed cursor on; then, re-read the recent window for changes."""
+    """New leads from the committed cursor on; then, re-read the recent window for changes.
+
+    The counts include the schema drift of every lead read."""
+    drift = DriftTally(LEAD_RECORD)
 
     async def advance(leads: list[Record], cursor: Cursor) -> None:
+        drift.count(leads)
         await asyncio.to_thread(_store_leads, con, leads, cursor)
 
     async def revisit(leads: list[Record], cursor: Cursor) -> None:
+        drift.count(leads)
         await asyncio.to_thread(_store_leads, con, leads, None)
 
     ahead = await walk_leads(client, advance, after=start)
@@ -145,7 +151,7 @@ async def _sync_leads(
         )
         counts["pages"] += window.pages
         counts["leads_revisited"] = window.records
-    return counts
+    return {**counts, **drift.as_metadata()}
 
 
 @ingest_asset(
@@ -202,9 +208,12 @@ async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[Record]
     return list(await asyncio.gather(*(one(lead_id) for lead_id in ids)))
 
 
-def _store_details(con: duckdb.DuckDBPyConnection, details: list[Record]) -> None:
+def _store_details(
+    con: duckdb.DuckDBPyConnection, details: list[Record], drift: DriftTally
+) -> None:
     """Upsert details, version their history and take them off the queue, in one transaction."""
     found = [d for d in details if not d.get("__missing__")]
+    drift.count(found)
     table = rows_table(found, detail_row, DETAIL_SCHEMA)
     missing = [d["id"] for d in details if d.get("__missing__")]
     now = datetime.now(UTC)
@@ -246,12 +255,13 @@ def crm_lead_details(
             row[0] for row in con.execute("SELECT id FROM lead_detail_queue ORDER BY id").fetchall()
         ]
         context.log.info("fetching details of %d leads", len(queued))
+        drift = DriftTally(LEAD_DETAIL_RECORD)
 
         async def drain(client: UpstreamClient) -> int:
             await fetch_and_store(
                 [queued[i : i + DETAIL_BATCH] for i in range(0, len(queued), DETAIL_BATCH)],
                 lambda ids: _fetch_details(client, ids),
-                lambda details: _store_details(con, details),
+                lambda details: _store_details(con, details, drift),
             )
             return len(queued)
 
@@ -260,7 +270,13 @@ def crm_lead_details(
             "SELECT count(*), count(*) FILTER (NOT found) FROM lead_details"
         ).fetchall()[0]
     return dg.MaterializeResult(
-        metadata=run_metadata(fetched, total, details_fetched=fetched.value, not_found=missing)
+        metadata=run_metadata(
+            fetched,
+            total,
+            details_fetched=fetched.value,
+            not_found=missing,
+            **drift.as_metadata(),
+        )
     )
 
 

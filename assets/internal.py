@@ -21,6 +21,7 @@ from assets.loading import (
     text_or_none,
     timestamp_or_none,
 )
+from assets.schema_drift import CONTRACTOR_RECORD, INDOOR_MODEL_RECORD
 from ductwork.contract.encoding import dumps, loads
 from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
 from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS, PIM_IMAGE_SYNC, UNIT_SLUGS
@@ -127,6 +128,7 @@ def internal_contractors(
             contractor_rows.num_rows,
             reviews=review_rows.num_rows,
             parse_error=problem or "",
+            **CONTRACTOR_RECORD.drift(contractors),
         )
     )
 
@@ -163,7 +165,9 @@ def internal_indoor_models(
     )
     with open_warehouse(warehouse) as con:
         replace_rows(con, Replacement("indoor_models", table))
-    return dg.MaterializeResult(metadata=run_metadata(fetched, table.num_rows))
+    return dg.MaterializeResult(
+        metadata=run_metadata(fetched, table.num_rows, **INDOOR_MODEL_RECORD.drift(models))
+    )
 
 
 MANUAL_SCHEMA = pa.schema(

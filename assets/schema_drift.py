@@ -4,15 +4,22 @@ The wire contract says what members a record has and their types. A record that 
 member nobody announced, lacks one every record should have, or carries one with another
 type is still stored whole (its JSON is the truth the read API serves); the run only counts
 such records, so a change of the upstream's schema shows in the run's metadata.
+
+One shape per mirrored record type, written from the wire contract and the service spec.
+Members the upstream is known to leave out now and then are optional: their absence is no
+drift, a value of another type is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 JsonType = type | tuple[type, ...]
+NULL = type(None)
+NUMBER = (int, float)
 
 
 @dataclass(frozen=True)
@@ -22,30 +29,77 @@ class RecordShape:
     required: Mapping[str, JsonType]
     optional: Mapping[str, JsonType] = field(default_factory=dict)
 
+    # Worked out once per shape: the count runs on every record of every sync.
+    @cached_property
+    def known_names(self) -> frozenset[str]:
+        """Every member the contract names, required or optional."""
+        return frozenset(self.required) | frozenset(self.optional)
+
+    @cached_property
+    def required_names(self) -> frozenset[str]:
+        """The members every record has."""
+        return frozenset(self.required)
+
+    @cached_property
+    def typed_members(self) -> tuple[tuple[str, frozenset[type]], ...]:
+        """(member, the exact Python types its JSON values may decode to) for every known
+        member. Exact types, not isinstance: JSON's booleans are not numbers."""
+        return tuple(
+            (name, frozenset(kind) if isinstance(kind, tuple) else frozenset((kind,)))
+            for name, kind in (*self.required.items(), *self.optional.items())
+        )
+
     def drift(self, records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         """Counts of records with unknown, missing or mistyped members, and with any of them."""
-        known = {**self.required, **self.optional}
-        unknown = missing = mistyped = drifted = 0
+        tally = DriftTally(self)
+        tally.count(records)
+        return tally.as_metadata()
+
+
+@dataclass
+class DriftTally:
+    """Running drift counts of one record type across the pages or batches of a run."""
+
+    shape: RecordShape
+    records: int = 0
+    unknown: int = 0
+    missing: int = 0
+    mistyped: int = 0
+
+    def count(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Add a batch of records to the counts."""
+        known_names = self.shape.known_names
+        required_names = self.shape.required_names
+        typed = self.shape.typed_members
         for record in records:
-            has_unknown = any(name not in known for name in record)
-            has_missing = any(name not in record for name in self.required)
-            has_mistyped = any(
-                name in record and not isinstance(record[name], kind)
-                for name, kind in known.items()
-            )
-            unknown += has_unknown
-            missing += has_missing
-            mistyped += has_mistyped
-            drifted += has_unknown or has_missing or has_mistyped
+            names = record.keys()
+            has_unknown = not names <= known_names
+            has_missing = not required_names <= names
+            has_mistyped = False
+            for name, kinds in typed:
+                value = record.get(name, _ABSENT)
+                if value is not _ABSENT and type(value) not in kinds:
+                    has_mistyped = True
+                    break
+            self.unknown += has_unknown
+            self.missing += has_missing
+            self.mistyped += has_mistyped
+            self.records += has_unknown or has_missing or has_mistyped
+
+    def as_metadata(self) -> dict[str, int]:
+        """The counts as run metadata."""
         return {
-            "schema_drift_records": drifted,
-            "schema_drift_unknown_members": unknown,
-            "schema_drift_missing_members": missing,
-            "schema_drift_mistyped_members": mistyped,
+            "schema_drift_records": self.records,
+            "schema_drift_unknown_members": self.unknown,
+            "schema_drift_missing_members": self.missing,
+            "schema_drift_mistyped_members": self.mistyped,
         }
 
 
-NULL = type(None)
+_ABSENT = object()
+
+LINKS = dict  # {"self": {"href": ...}}
+
 UNIT_RECORD = RecordShape(
     required={
         "sku": str,
@@ -62,7 +116,100 @@ UNIT_RECORD = RecordShape(
         "compatibility": dict,
         "images": list,
         "updatedAt": str,
-        "_links": dict,
+        "_links": LINKS,
     },
     optional={"x-legacyCode": (str, NULL)},
+)
+CATALOG_ITEM_RECORD = RecordShape(
+    required={"sku": str, "srn": str, "type": str, "_links": LINKS},
+)
+PAIRING_RECORD = RecordShape(
+    required={"relationshipId": int, "relType": str, "products": list, "updatedAt": str},
+)
+DIGITAL_ASSET_RECORD = RecordShape(
+    required={
+        "assetId": str,
+        "sku": (str, NULL),
+        "assetType": str,
+        "title": str,
+        "url": str,
+        "mimeType": str,
+        "language": (str, NULL),
+        "fileSizeBytes": int,
+        "createdAt": str,
+        "updatedAt": str,
+    },
+)
+SUBMITTAL_RECORD = RecordShape(
+    required={
+        "idu": (str, NULL),
+        "odu": (str, NULL),
+        "ahriNumber": (str, NULL),
+        "documentUrl": str,
+        "systemPerformance": dict,
+        "updatedAt": str,
+    },
+)
+LEAD_RECORD = RecordShape(
+    required={
+        "Id": str,
+        "CreatedDate": str,
+        "LeadID__c": str,
+        "Status": str,
+        "LeadSource": str,
+        "Name": str,
+        "Business_Unit__c": str,
+        "StateCode": str,
+        "PostalCode": str,
+        "Campaign__c": (str, NULL),
+        "marketing_medium__c": str,
+        "Rooms__c": str,
+        "When_Are_You_Planning_to_Purchase__c": str,
+        "RecordTypeId": str,
+    },
+    # The upstream leaves these out of some leads.
+    optional={"marketing_term__c": str, "utm_advertising_campaign__c": str},
+)
+LEAD_DETAIL_RECORD = RecordShape(
+    required={
+        "id": str,
+        "email": str,
+        "name": str,
+        "FirstName": str,
+        "LastName": str,
+        "company": str,
+        "phone": str,
+        "category": str,
+        "status": str,
+        "purchaseStatus": str,
+        "address": dict,
+        "annualRevenue": NUMBER,
+        "assignedContractor": str,
+        "assignedBU": str,
+        "doNotSell": bool,
+        "approvalCode": str,
+        "isApprovedHEAR": bool,
+        "isQualifiedHEAR": bool,
+        "tierHEAR": str,
+        "Consumer_Rebate_Summary__c": str,
+        "Contractor_Rebate_Summary__c": str,
+        "Campaign__c": (str, NULL),
+        "Auto_Assign_Contractors__c": bool,
+        "Rooms__c": str,
+        "When_Are_You_Planning_to_Purchase__c": str,
+        "RecordTypeId": str,
+    },
+)
+CONTRACTOR_RECORD = RecordShape(
+    required={
+        "contractorId": str,
+        "name": str,
+        "city": str,
+        "state": str,
+        "rating": NUMBER,
+        "reviews": list,
+    },
+)
+INDOOR_MODEL_RECORD = RecordShape(
+    required={"model": str, "sku": str, "series": str, "family": str, "capacityBtuh": NUMBER},
 )

@@ -21,6 +21,7 @@ from assets.bookmarks import clear_bookmark, read_bookmark, resume_from, write_b
 from assets.checks import key_check
 from assets.ingest import epoch_seconds, fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
+from assets.schema_drift import DIGITAL_ASSET_RECORD, SUBMITTAL_RECORD, DriftTally
 from ductwork.contract.encoding import dumps
 from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
 from pipelines.resources import UpstreamResource
@@ -173,10 +174,15 @@ def _mark_deleted(con: duckdb.DuckDBPyConnection, listed: set[str]) -> int:
 
 
 async def _sync_assets(
-    client: UpstreamClient, con: duckdb.DuckDBPyConnection, start: Key | None, resume: bool
+    client: UpstreamClient,
+    con: duckdb.DuckDBPyConnection,
+    start: Key | None,
+    resume: bool,
+    drift: DriftTally,
 ) -> tuple[WalkReport, str, int]:
     """Page walk first (resumed at the next page when ``resume`` and an earlier run from the
     same start was cut short); if changes disturbed it, a keyset walk from the same start.
+    Every record read is counted in ``drift``.
 
     Returns the walk's report, which walk finished, and the page the walk resumed after.
     """
@@ -184,6 +190,7 @@ async def _sync_assets(
     resumed_after = progress.pages_done
 
     async def page_sink(records: list[Record], listed: list[str], walked: PageWalkProgress) -> None:
+        drift.count(records)
         await asyncio.to_thread(_upsert, con, records, None, walked, listed)
 
     report = await page_walk(client, progress, page_sink)
@@ -196,6 +203,7 @@ async def _sync_assets(
     await asyncio.to_thread(_end_page_walk, con, None)
 
     async def sink(records: list[Record], bookmark: Key | None) -> None:
+        drift.count(records)
         await asyncio.to_thread(_upsert, con, records, bookmark)
 
     repair = await keyset_walk(client, start, sink)
@@ -221,7 +229,10 @@ def warehouse_digital_assets(
             con, ASSETS_STREAM, ("updatedAt", "assetId"),
             reset=config.reset_bookmark, from_scratch=reconcile,
         )  # fmt: skip
-        fetched = fetch(upstream, lambda client: _sync_assets(client, con, start, not reconcile))
+        drift = DriftTally(DIGITAL_ASSET_RECORD)
+        fetched = fetch(
+            upstream, lambda client: _sync_assets(client, con, start, not reconcile, drift)
+        )
         report, walk, resumed_after = fetched.value
         deleted = _mark_deleted(con, report.ids) if reconcile else 0
         live = con.execute(
@@ -247,6 +258,7 @@ def warehouse_digital_assets(
             bookmark_updated_at=bookmark[0] if bookmark else "",
             bookmark_epoch_s=epoch_seconds(bookmark[0] if bookmark else None),
             **total,
+            **drift.as_metadata(),
         )
     )
 
@@ -267,9 +279,12 @@ class SubmittalsConfig(dg.Config):
 
 
 async def _fetch_submittals(
-    client: UpstreamClient, requests: list[tuple[str, str | None, str | None, str]]
+    client: UpstreamClient,
+    requests: list[tuple[str, str | None, str | None, str]],
+    drift: DriftTally,
 ) -> list[dict[str, Any]]:
-    """Fetch one batch of submittals concurrently; a 404 becomes a row with found = false."""
+    """Fetch one batch of submittals concurrently; a 404 becomes a row with found = false.
+    Every submittal found is counted in ``drift``."""
 
     async def one(key: str, idu: str | None, odu: str | None, signature: str) -> dict[str, Any]:
         query = {name: value for name, value in (("idu", idu), ("odu", odu)) if value}
@@ -278,6 +293,8 @@ async def _fetch_submittals(
         )
         data = answer.json().get("data") if answer.status == 200 else None
         found = isinstance(data, dict) and answer.status == 200
+        if found:
+            drift.count([data])
         return {
             "request_key": key,
             "idu": idu,
@@ -319,11 +336,12 @@ def warehouse_submittals(
         wanted = con.execute(read_sql("submittal_requests")).fetchall()
         have = dict(con.execute("SELECT request_key, source_signature FROM submittals").fetchall())
         todo = [row for row in wanted if config.mode == "reconcile" or have.get(row[0]) != row[3]]
+        drift = DriftTally(SUBMITTAL_RECORD)
 
         async def run(client: UpstreamClient) -> None:
             await fetch_and_store(
                 [todo[i : i + SUBMITTAL_BATCH] for i in range(0, len(todo), SUBMITTAL_BATCH)],
-                lambda requests: _fetch_submittals(client, requests),
+                lambda requests: _fetch_submittals(client, requests, drift),
                 lambda rows: _store_submittals(con, rows),
             )
 
@@ -346,6 +364,7 @@ def warehouse_submittals(
             not_found=total - found,
             rows_deleted=removed,
             mode=config.mode,
+            **drift.as_metadata(),
         )
     )
 

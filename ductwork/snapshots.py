@@ -17,6 +17,8 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,8 @@ from warehouse_sql import quote_identifier, read_sql, snapshot_sql
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
+STAGING_PREFIX = ".staging-"
+PUBLISH_LOCK = ".publish.lock"
 
 
 @dataclass(frozen=True)
@@ -80,22 +84,39 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     fingerprint = content_fingerprint(warehouse)
     live = current(snapshots_dir)
     if live is not None and _fingerprint_of(live) == fingerprint:
-        _write_atomically(snapshots_dir / POINTER, live.path.name)
+        with _publishing(snapshots_dir):
+            _write_atomically(snapshots_dir / POINTER, live.path.name)
         return Publication(live, copied=False, fingerprint=fingerprint)
     version = new_version()
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
-    staging = snapshots_dir / f".staging-{version}{SUFFIX}"
-    try:
-        _copy_into(warehouse, staging, version, fingerprint)
-        _fsync(staging)
-    except BaseException:
-        # A failed publish (a full disk, most likely) must not leave a half-written copy
-        # behind to take the space the next attempt needs.
-        _remove_staging(staging)
-        raise
-    os.replace(staging, final)
-    _write_atomically(snapshots_dir / POINTER, final.name)
+    staging = snapshots_dir / f"{STAGING_PREFIX}{version}{SUFFIX}"
+    with _publishing(snapshots_dir):
+        try:
+            _copy_into(warehouse, staging, version, fingerprint)
+            _fsync(staging)
+        except BaseException:
+            # A failed publish (a full disk, most likely) must not leave a half-written copy
+            # behind to take the space the next attempt needs.
+            _remove_staging(staging)
+            raise
+        os.replace(staging, final)
+        _write_atomically(snapshots_dir / POINTER, final.name)
     return Publication(Snapshot(version, final), copied=True, fingerprint=fingerprint)
+
+
+@contextmanager
+def _publishing(snapshots_dir: Path) -> Iterator[None]:
+    """A shared lock on the publish lock file for as long as a publish writes.
+
+    The system drops it when the process dies, however it dies, so ``prune`` can tell the
+    staging copy of a publish that was killed (nobody holds the lock) from one being written.
+    """
+    fd = os.open(snapshots_dir / PUBLISH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops its lock
 
 
 def _fingerprint_of(snapshot: Snapshot) -> str | None:
@@ -199,9 +220,15 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
         if now - published[index - 1] > grace_s and not _in_use(path):
             path.unlink(missing_ok=True)
             removed.append(path)
-    # Copies left by a publish that was killed part way; never made current.
-    for path in snapshots_dir.glob(f".staging-*{SUFFIX}*"):
-        if now - path.stat().st_mtime > grace_s:
+    # Copies (and pointer drafts) left by a publish that was killed part way; never made
+    # current. While some publish holds the lock, only those older than the grace period go.
+    publishing = _in_use(snapshots_dir / PUBLISH_LOCK)
+    leftovers = [
+        *snapshots_dir.glob(f"{STAGING_PREFIX}*{SUFFIX}*"),
+        *snapshots_dir.glob(f".{POINTER}.*"),
+    ]
+    for path in leftovers:
+        if not publishing or now - path.stat().st_mtime > grace_s:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed

@@ -118,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_report)
 
     demo = sub.add_parser("demo", help="Sandbox upstream, full sync, read API and Dagster UI.")
-    demo.add_argument("--scale", default="small", choices=["small", "medium", "large"])
+    demo.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--api-port", type=int, default=8080)
     demo.add_argument("--ui-port", type=int, default=3000)

@@ -16,6 +16,8 @@ from sandbox.stores import AssetTable, LeadList
 Record = dict[str, Any]
 
 SCALES: dict[str, dict[str, int]] = {
+    # For tests whose every request may cost a second (429s with Retry-After).
+    "tiny": {"products": 400, "assets": 3_000, "leads": 2_000},
     "small": {"products": 3_000, "assets": 20_000, "leads": 15_000},
     "medium": {"products": 20_000, "assets": 200_000, "leads": 100_000},
     "large": {"products": 50_000, "assets": 1_000_000, "leads": 500_000},

@@ -29,6 +29,8 @@ KINDS = (
     "leads_added",
     "products_changed",
     "products_drifted",
+    "assets_drifted",
+    "leads_drifted",
 )
 RECENT_LEAD_DAYS = 30
 RECENT_LEAD_SHARE = 0.9  # most changes hit leads created lately, as in a real CRM
@@ -60,6 +62,8 @@ def apply_mutation(state: SandboxState, counts: dict[str, int]) -> dict[str, lis
         "leads_added": _add_leads,
         "products_changed": _change_products,
         "products_drifted": _drift_products,
+        "assets_drifted": _drift_assets,
+        "leads_drifted": _drift_leads,
     }
     return {kind: steps[kind](state, rng, counts.get(kind, 0)) for kind in KINDS}
 
@@ -175,3 +179,48 @@ def _drift_products(state: SandboxState, rng: random.Random, n: int) -> list[str
     if chosen:
         state.rebuild_catalog()
     return [unit["sku"] for unit in chosen]
+
+
+def _drift_assets(state: SandboxState, rng: random.Random, n: int) -> list[str]:
+    """Schema drift in digital assets: an unknown member, ``language`` gone and
+    ``fileSizeBytes`` sent as a string. The asset's ``updatedAt`` moves, as for any change."""
+    chosen = _sample_asset_ids(state, rng, n)
+    records = [loads(state.assets.body_of(asset_id) or b"{}") for asset_id in chosen]
+    state.assets.remove(chosen)
+    for record in records:
+        record["updatedAt"] = state.clock.tick()
+        record["storage"] = {"tier": rng.choice(["hot", "cold"]), "drift": True}
+        record.pop("language", None)
+        record["fileSizeBytes"] = str(record["fileSizeBytes"])
+        state.assets.append(asset_key(record["updatedAt"], record["assetId"]), dumps(record))
+    return chosen
+
+
+def _drift_leads(state: SandboxState, rng: random.Random, n: int) -> list[str]:
+    """Schema drift in recent leads, list item and detail alike: an unknown member,
+    ``LeadSource`` and ``phone`` gone, ``PostalCode`` and ``annualRevenue`` of another type.
+
+    Only leads created in the last ``RECENT_LEAD_DAYS // 2`` days drift, well inside the window
+    an incremental sync re-reads, so the next run sees every drifted lead."""
+    keys = state.leads.keys
+    if not keys or n == 0:
+        return []
+    newest = parse_datetime(keys[-1][0])
+    since = format_datetime(newest - timedelta(days=RECENT_LEAD_DAYS // 2))
+    recent = keys[bisect.bisect_right(keys, (since, "\uffff")) :]
+    chosen = [lead_id for _, lead_id in rng.sample(recent, min(n, len(recent)))]
+    for lead_id in chosen:
+        found = state.lead(lead_id)
+        if found is None:
+            continue
+        item, detail = dict(found[0]), dict(found[1])
+        item["x-drift"] = detail["x-drift"] = {"release": state.mutations, "drift": True}
+        item.pop("LeadSource", None)
+        detail.pop("phone", None)
+        item["PostalCode"] = int(item["PostalCode"])
+        detail["annualRevenue"] = str(detail["annualRevenue"])
+        state.lead_overrides[lead_id] = (item, detail)
+        index = state.leads.index_of((item["CreatedDate"], lead_id))
+        if index is not None:
+            state.leads.bodies[index] = dumps(item)
+    return chosen

@@ -1,25 +1,34 @@
-"""Crash anywhere: a sync process killed with SIGKILL after a seeded random number of upstream
-requests. The killed runs share one data folder, as consecutive scheduled runs do; after
-them, one undisturbed run must leave a mirror equal to the upstream, having resumed from the
-committed bookmarks rather than starting over, and no published snapshot was ever torn.
+"""Crash anywhere: a sync process killed with SIGKILL.
+
+Mid-page and mid-write: killed after a seeded random number of upstream requests. The killed
+runs share one data folder, as consecutive scheduled runs do; after them, one undisturbed run
+must leave a mirror equal to the upstream, having resumed from the committed bookmarks rather
+than starting over, and no published snapshot was ever torn.
 
 The paged and cursor streams are the ones with something to resume: the lead cursor walk
 (a cursor committed with every page) and the digital-asset walk (its progress committed with
 every page, its bookmark with each finished walk).
+
+Mid-publish: the publish makes no upstream requests, so those kills wait for an event of its
+own instead: its staging copy (file and write-ahead log) growing past a seeded number of
+bytes. The previous snapshot must stay current, whole and serving; the next run publishes a
+whole snapshot equal to the upstream and removes the killed copies at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import random
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
 import duckdb
+import httpx
 import pytest
 
 from assets.warehouse import PAGE_WALK_STATE
@@ -35,7 +44,9 @@ from tests.differential import both_keys, compare_all, mirror_requests
 from tests.test_sync_streams import api_over, metadata_by_asset, mutate
 
 STREAMS = ("warehouse_digital_assets", "crm_leads", "serving_snapshot")
-TRIALS = 30 if os.environ.get("DUCTWORK_SOAK") else 10
+SOAK = bool(os.environ.get("DUCTWORK_SOAK"))
+TRIALS = 30 if SOAK else 10
+PUBLISH_TRIALS = 15 if SOAK else 5
 RUN_LIMIT_S = 300  # a killed-or-finished run never takes this long, even on a busy machine
 
 
@@ -51,12 +62,10 @@ def published_snapshot_is_whole(home: Path) -> None:
 
 
 def killed_run(
-    home: Path, upstream: SandboxHandle, store: ObjectStoreServer, after_requests: int
+    home: Path, upstream: SandboxHandle, store: ObjectStoreServer, kill_now: Callable[[], bool]
 ) -> bool:
-    """Start a sync process, SIGKILL it once the upstream has seen ``after_requests`` more
-    requests; True when it finished before that."""
-    state = upstream.state
-    target = state.requests_seen + after_requests
+    """Start a sync process and SIGKILL it as soon as ``kill_now()`` holds; True when it
+    finished before that."""
     # A forked child starts with everything imported: a trial costs the sync, not the imports.
     process = multiprocessing.get_context("fork").Process(
         target=crash_sync.run_quietly,
@@ -65,9 +74,9 @@ def killed_run(
     process.start()
     deadline = time.monotonic() + RUN_LIMIT_S
     try:
-        while process.is_alive() and state.requests_seen < target:
+        while process.is_alive() and not kill_now():
             assert time.monotonic() < deadline, "the sync process neither ran nor ended"
-            time.sleep(0.002)  # polling the sandbox's counter, not waiting for an outcome
+            time.sleep(0.002)  # polling for the event, not waiting for an outcome
         if not process.is_alive():
             return True
         assert process.pid is not None
@@ -75,6 +84,26 @@ def killed_run(
         return False
     finally:
         process.join(timeout=RUN_LIMIT_S)
+
+
+def after_requests(upstream: SandboxHandle, count: int) -> Callable[[], bool]:
+    """True once the upstream has seen ``count`` more requests than now."""
+    target = upstream.state.requests_seen + count
+    return lambda: upstream.state.requests_seen >= target
+
+
+def staging_bytes(snapshots_dir: Path) -> int:
+    """Bytes of the publish's staging copy (its file and its write-ahead log); -1 if none."""
+    sizes = []
+    for path in snapshots_dir.glob(f"{snapshots.STAGING_PREFIX}*"):
+        with contextlib.suppress(FileNotFoundError):  # renamed into place meanwhile
+            sizes.append(path.stat().st_size)
+    return sum(sizes) if sizes else -1
+
+
+def staging_grown_past(snapshots_dir: Path, threshold: int) -> Callable[[], bool]:
+    """True once a publish's staging copy exists and holds at least ``threshold`` bytes."""
+    return lambda: staging_bytes(snapshots_dir) >= threshold
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +124,8 @@ def test_sigkill_at_random_moments_then_one_run_resumes_and_equals_the_upstream(
         changed_since_a_run_finished += 2_500
         # A first run asks about 36 requests; each later one 6 to 10.
         kill_after = rolls.randint(1, 30 if trial == 0 else 6)
-        if killed_run(tmp_path, crash_upstream, object_store, kill_after):
+        kill_now = after_requests(crash_upstream, kill_after)
+        if killed_run(tmp_path, crash_upstream, object_store, kill_now):
             changed_since_a_run_finished = 0
         else:
             killed += 1
@@ -135,6 +165,67 @@ def test_sigkill_at_random_moments_then_one_run_resumes_and_equals_the_upstream(
     if asset_walk is not None and asset_walk["start"] == start:
         assert metadata["warehouse_digital_assets"]["resumed_after_page"] == asset_walk["pagesDone"]
     published_snapshot_is_whole(tmp_path)
+    with api_over(tmp_path) as api:
+        requests = [
+            request
+            for request in mirror_requests(crash_upstream)
+            if request[0] in (WAREHOUSE_DIGITAL_ASSETS, LEADS)
+        ]
+        compare_all(crash_upstream, api, requests, both_keys(crash_upstream, api))
+
+
+def assert_serves(home: Path, version: str) -> None:
+    """The read API over ``home`` answers from the snapshot ``version``."""
+    with api_over(home) as api:
+        answer = httpx.get(
+            f"{api.url}{WAREHOUSE_DIGITAL_ASSETS}",
+            params={"count": 5},
+            headers={"Authorization": f"Bearer {api.key}"},
+            timeout=60,
+        )
+    assert answer.status_code == 200 and len(answer.json()["data"]) == 5
+    current = snapshots.current(HomeSettings(home=home).snapshots_dir)
+    assert current is not None and current.version == version
+
+
+def test_sigkill_mid_publish_keeps_the_previous_snapshot_serving_and_the_next_run_cleans_up(
+    crash_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    rolls = random.Random(20261123)
+    snapshots_dir = HomeSettings(home=tmp_path).snapshots_dir
+    assert killed_run(tmp_path, crash_upstream, object_store, lambda: False), "first publish"
+    killed = 0
+    for trial in range(PUBLISH_TRIALS):
+        before = snapshots.current(snapshots_dir)
+        assert before is not None
+        # Upstream changes before every run, so each run has a new snapshot to publish.
+        mutate(crash_upstream, assets_updated=500, leads_added=200)
+        # The copy passes every size up to the last snapshot's (its WAL grows past it), so a
+        # threshold below that is met mid-copy, early or late as the seed says.
+        threshold = rolls.randint(1, before.path.stat().st_size * 9 // 10)
+        kill_now = staging_grown_past(snapshots_dir, threshold)
+        if killed_run(tmp_path, crash_upstream, object_store, kill_now):
+            continue  # on a stalled machine the copy may finish between two looks
+        killed += 1
+        assert staging_bytes(snapshots_dir) >= 0, f"trial {trial}: no copy left, no mid-publish"
+        assert snapshots.current(snapshots_dir) == before, f"trial {trial}: pointer moved"
+        published_snapshot_is_whole(tmp_path)
+        assert_serves(tmp_path, before.version)
+    assert killed > PUBLISH_TRIALS // 2, f"only {killed} of {PUBLISH_TRIALS} publishes were killed"
+
+    last = snapshots.current(snapshots_dir)
+    assert last is not None and staging_bytes(snapshots_dir) >= 0
+    chosen = [a for a in SYNCED_AND_PUBLISHED if a.key.path[-1] in STREAMS]
+    resources = resources_for(tmp_path, crash_upstream.url, object_store)
+    result = dg.materialize(chosen, resources=resources)
+    assert result.success
+    published = snapshots.current(snapshots_dir)
+    assert published is not None and published.version != last.version
+    published_snapshot_is_whole(tmp_path)
+    assert_serves(tmp_path, published.version)
+    # The killed publishes' copies went with this run's prune, not ten minutes later.
+    assert staging_bytes(snapshots_dir) == -1
+    assert metadata_by_asset(result)["serving_snapshot"]["pruned"] >= 1
     with api_over(tmp_path) as api:
         requests = [
             request

@@ -79,3 +79,17 @@ def test_a_serving_worker_leases_its_snapshot_and_lets_it_go_when_it_switches(
     assert snapshots.prune(tmp_path, keep=1, grace_s=0) == []  # still served
     assert live.load_now().version == "v2"
     assert snapshots.prune(tmp_path, keep=1, grace_s=0) == [old]
+
+
+def test_prune_removes_a_killed_publish_copy_at_once_but_keeps_one_being_written(
+    tmp_path: Path,
+) -> None:
+    publish_fake(tmp_path, "v1", 0)
+    leftover = tmp_path / f"{snapshots.STAGING_PREFIX}v2{snapshots.SUFFIX}"
+    leftover.write_bytes(b"half a copy")
+    # A publish in progress holds the lock: its fresh copy is not a leftover.
+    with snapshots._publishing(tmp_path):
+        assert snapshots.prune(tmp_path, keep=1, grace_s=600) == []
+    # Nobody publishes (the writer was killed): the copy goes, however young.
+    assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [leftover]
+    assert not leftover.exists()
