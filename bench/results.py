@@ -17,7 +17,7 @@ LEVERS = """\
 - **Serving, SKU lookups.** Before: FastAPI routing plus two plain-`def` dependencies (key
   check, snapshot) per request, each a hop through the thread pool, and a JSON access-log line
   built even when nothing logs it. Now: both dependencies are `async`, the line is built only
-  when logged, and a found SKU lookup is answered by a short ASGI path (`serve/fast_lookups.py`)
+  when logged, and a found SKU lookup is answered by a short ASGI path (`serve/fast_answers.py`)
   that reuses the routes' response builder; errors, 304s and scope failures still take the
   routes. At small scale on a loaded machine this moved lookups from about 26-29 % to about
   50 % of the ceiling.

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
 from ductwork.settings import HomeSettings, ServeSettings, load
 from serve.api_keys import KeyStore
-from serve.fast_lookups import FastLookups
+from serve.fast_answers import FastAnswers
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
@@ -54,7 +54,7 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
     app.include_router(health.router)
     install_openapi(app)
     app.state.metrics = Metrics()
-    app.add_middleware(FastLookups)  # innermost: CORS, gzip and telemetry still apply
+    app.add_middleware(FastAnswers)  # innermost: CORS, gzip and telemetry still apply
     if serve.serve_cors_origins:
         app.add_middleware(
             CORSMiddleware,

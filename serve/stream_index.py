@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import duckdb
@@ -57,6 +58,7 @@ class ChunkCache:
     _chunks: OrderedDict[int, tuple[list[bytes], int]] = field(default_factory=OrderedDict)
     _bytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _loading: dict[int, threading.Lock] = field(default_factory=dict)
 
     def get(self, index: int) -> list[bytes] | None:
         """The chunk, if cached."""
@@ -66,6 +68,23 @@ class ChunkCache:
                 return None
             self._chunks.move_to_end(index)
             return found[0]
+
+    def get_or_load(self, index: int, load: Callable[[], list[bytes]]) -> list[bytes]:
+        """The chunk, loaded by ``load`` when not cached; concurrent requests for one chunk
+        wait for a single load instead of each reading it."""
+        found = self.get(index)
+        if found is not None:
+            return found
+        with self._lock:
+            gate = self._loading.setdefault(index, threading.Lock())
+        with gate:
+            found = self.get(index)
+            if found is None:
+                found = load()
+                self.put(index, found)
+        with self._lock:
+            self._loading.pop(index, None)
+        return found
 
     def put(self, index: int, records: list[bytes]) -> None:
         """Keep a chunk, dropping the least recently used ones over the limit."""
@@ -123,14 +142,13 @@ class PositionedList:
             return []
         found: list[bytes] = []
         for index in range(start // CHUNK, (end - 1) // CHUNK + 1):
-            chunk = self.cache.get(index)
-            if chunk is None:
-                bounds = [index * CHUNK, (index + 1) * CHUNK]
-                rows = self.reader.rows(_RANGE_SQL[self.table], bounds)
-                chunk = [row[0].encode() for row in rows]
-                self.cache.put(index, chunk)
+            chunk = self.cache.get_or_load(index, lambda index=index: self._read_chunk(index))
             found.extend(self._slice(index, chunk, start, end))
         return found
+
+    def _read_chunk(self, index: int) -> list[bytes]:
+        bounds = [index * CHUNK, (index + 1) * CHUNK]
+        return [row[0].encode() for row in self.reader.rows(_RANGE_SQL[self.table], bounds)]
 
     async def page(self, start: int, end: int) -> list[bytes]:
         """``records`` for a request handler: from the cache on the event loop, otherwise

@@ -86,3 +86,38 @@ def test_found_sku_lookups_keep_their_headers_304_scopes_and_key_checks(read_api
     crm_only = KeyStore(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
     assert httpx.get(url, headers={"Authorization": f"Bearer {crm_only}"}).status_code == 403
     assert httpx.get(url, headers={"Authorization": "Bearer not-a-key"}).status_code == 401
+
+
+def test_the_short_path_answers_exactly_as_the_routes_do(read_api: ReadApi) -> None:
+    """Lookups and plain list pages taken by the short path (serve/fast_answers.py) equal the
+    routes' answers; a non-matching If-None-Match always sends a request to the routes."""
+    headers = {"Authorization": f"Bearer {read_api.key}"}
+    first_sku = httpx.get(
+        f"{read_api.url}/products/v2.0/indoor-units?count=1", headers=headers
+    ).json()["data"][0]["sku"]
+    paths = [
+        "/products/v2.0/products",
+        "/products/v2.0/products?count=7&page=3",
+        "/products/v2.0/indoor-units?page=2",
+        "/products/v2.0/ventilation?count=1000&page=999",  # past the end
+        "/products/v2.0/indoor-units?count=5&count=6",  # repeated: the routes decide
+        "/products/v2.0/indoor-units?count=0",  # invalid: the routes' error
+        f"/products/v2.0/indoor-units/{quote_sku(first_sku)}",
+        f"/products/v2.0/units/{quote_sku(first_sku)}",
+        "/warehouse/v1.0/digital-assets?count=100&page=1",
+        "/warehouse/v1.0/digital-assets?count=100&page=1",  # now from the cache
+        "/warehouse/v1.0/digital-assets?count=33&page=31",  # across a cached chunk's edge
+        "/warehouse/v1.0/digital-assets?count=33&page=31",
+    ]
+    for path in paths:
+        short = httpx.get(read_api.url + path, headers=headers)
+        routed = httpx.get(read_api.url + path, headers={**headers, "If-None-Match": '"x"'})
+        assert (short.status_code, short.content) == (routed.status_code, routed.content), path
+        assert short.headers.get("etag") == routed.headers.get("etag"), path
+        assert short.headers["content-type"] == routed.headers["content-type"], path
+    without_scope = KeyStore(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
+    refused = httpx.get(
+        f"{read_api.url}/warehouse/v1.0/digital-assets?count=100&page=1",
+        headers={"Authorization": f"Bearer {without_scope}"},
+    )
+    assert refused.status_code == 403

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -37,12 +38,19 @@ async def list_digital_assets(
     first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
     records = await listing.page(first + start, min(first + end, len(listing)))
-    body = envelopes.warehouse_list(
+    body = digital_assets_body(records, number, size, len(listing) - first, after)
+    return json_answer(request, state, body)
+
+
+def digital_assets_body(
+    records: list[bytes], number: int, size: int, matching: int, after: datetime | None
+) -> bytes:
+    """A digital-asset list page: ``records`` of the ``matching`` ones, in the envelope."""
+    return envelopes.warehouse_list(
         records,
-        params.pagination(number, size, len(listing) - first),
+        params.pagination(number, size, matching),
         {"updatedAfter": None if after is None else format_datetime(after)},
     )
-    return json_answer(request, state, body)
 
 
 @router.get("/submittal-data", summary="Submittal data for an indoor and/or outdoor SRN")
