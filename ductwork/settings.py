@@ -131,6 +131,11 @@ class ServeSettings(_Base):
     serve_pim_cooldown_s: float = Field(
         default=300.0, ge=0, description="Seconds before another pim-image-sync may start."
     )
+    serve_list_cache_mb: int = Field(
+        default=128,
+        ge=1,
+        description="Record cache of each large list (digital assets, leads) per worker, MiB.",
+    )
 
 
 _S = TypeVar("_S", bound=BaseSettings)

@@ -42,7 +42,7 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
         summary="A read-only mirror of the HVAC catalog, warehouse and CRM service.",
         version="1.0",
     )
-    app.state.live = LiveSnapshot(home.snapshots_dir)
+    app.state.live = LiveSnapshot(home.snapshots_dir, cache_bytes=serve.serve_list_cache_mb << 20)
     app.state.live.load_now()
     app.state.keys = KeyStore(home.keys_path)
     app.state.config = AppConfig(home, serve)

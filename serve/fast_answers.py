@@ -9,7 +9,7 @@ middleware answers these requests itself, building the very same response as the
   is found;
 - ``GET /products/v2.0/products``, ``GET /products/v2.0/{unit type}`` and
   ``GET /warehouse/v1.0/digital-assets`` whose query holds nothing but one valid ``count``
-  and/or one valid ``page`` (and, for digital assets, whose records are cached).
+  and/or one valid ``page``.
 
 Anything else (a bad or missing key, a key without the family's scope or over its rate limit,
 an unknown SKU, a filter, a malformed or repeated parameter, ``If-None-Match``, no snapshot
@@ -51,13 +51,13 @@ class FastAnswers:
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
-            response = self._answer(scope)
+            response = await self._answer(scope)
             if response is not None:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _answer(self, scope: Scope) -> Any:
+    async def _answer(self, scope: Scope) -> Any:
         path: str = scope["path"]
         if path.startswith(_PRODUCTS):
             family = Family.PRODUCTS
@@ -69,17 +69,18 @@ class FastAnswers:
         if "if-none-match" in request.headers:
             return None
         state = request.app.state.live.get()
-        if state is None:
+        key = presented_key(request)
+        if state is None or key is None or SCOPE_OF[family] not in key.scopes:
             return None
-        body = _body(state, path, scope["query_string"])
-        # The key is checked last: a request the routes will answer must not count twice
-        # against the key's rate limit.
-        if body is None or not _authorised(request, family):
+        body = await _body(state, path, scope["query_string"])
+        # The rate limit is checked last: a request the routes will answer must not count
+        # twice against the key's limit.
+        if body is None or request.app.state.key_limit.check(key.key_hash) is not None:
             return None
         return json_answer(request, state, body)
 
 
-def _body(state: ServingState, path: str, query: bytes) -> bytes | None:
+async def _body(state: ServingState, path: str, query: bytes) -> bytes | None:
     """The answer's body, when this is a request the short path takes."""
     if path == paths.WAREHOUSE_DIGITAL_ASSETS:
         page = _plain_page(query)
@@ -88,9 +89,7 @@ def _body(state: ServingState, path: str, query: bytes) -> bytes | None:
         number, size = page
         start, end = params.page_bounds(number, size)
         listing = state.digital_assets
-        records = listing.cached_records(start, min(end, len(listing)))
-        if records is None:
-            return None
+        records = await listing.page(start, min(end, len(listing)))
         return digital_assets_body(records, number, size, len(listing), None)
     if path.startswith(_RESOLVER):
         if query:
@@ -127,12 +126,3 @@ def _plain_page(query: bytes) -> tuple[int, int] | None:
         return params.read_page(given.get("page")), params.read_count(given.get("count"))
     except ApiError:
         return None
-
-
-def _authorised(request: Request, family: Family) -> bool:
-    """A valid key for ``family`` within its rate limit (anything else gets the routes'
-    answer)."""
-    key = presented_key(request)
-    if key is None or SCOPE_OF[family] not in key.scopes:
-        return False
-    return request.app.state.key_limit.check(key.key_hash) is None

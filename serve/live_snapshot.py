@@ -6,6 +6,7 @@ two snapshots. A new snapshot is loaded in a background thread while the old one
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ import duckdb
 from ductwork import snapshots
 from serve.catalog_index import CatalogIndex, load_catalog
 from serve.small_answers import SmallAnswers, load_small_answers
-from serve.stream_index import PositionedList, SnapshotReader, load_list
+from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
 
 log = logging.getLogger("ductwork.serve")
 
@@ -41,8 +42,9 @@ class ServingState:
         return f'"{self.version}"'
 
 
-def load_state(snapshot: snapshots.Snapshot) -> ServingState:
-    """Read a snapshot into memory, leased so that it is not pruned while it is served."""
+def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> ServingState:
+    """Read a snapshot into memory, leased so that it is not pruned while it is served;
+    each large list caches up to ``cache_bytes`` of records."""
     lease = snapshots.Lease(snapshot.path)
     try:
         # The connection stays open for position-range reads; it closes with the state.
@@ -54,9 +56,9 @@ def load_state(snapshot: snapshots.Snapshot) -> ServingState:
             catalog=load_catalog(con),
             small=load_small_answers(con),
             digital_assets=load_list(
-                reader, "serving_digital_assets", "updated_us", with_ids=False
+                reader, "serving_digital_assets", "updated_us", False, cache_bytes
             ),
-            leads=load_list(reader, "serving_leads", "created_us", with_ids=True),
+            leads=load_list(reader, "serving_leads", "created_us", True, cache_bytes),
             reader=reader,
             lease=lease,
         )
@@ -69,9 +71,12 @@ class LiveSnapshot:
     """Holds the current ServingState and notices new publishes, checking at most every
     ``check_interval_s``."""
 
-    def __init__(self, snapshots_dir: Path, check_interval_s: float = 0.5) -> None:
+    def __init__(
+        self, snapshots_dir: Path, check_interval_s: float = 0.5, cache_bytes: int = CACHE_BYTES
+    ) -> None:
         self._dir = snapshots_dir
         self._interval = check_interval_s
+        self._cache_bytes = cache_bytes
         self._state: ServingState | None = None
         self._confirmed: tuple[str, float] | None = None
         self._next_check = 0.0
@@ -96,7 +101,7 @@ class LiveSnapshot:
         """Load the current snapshot synchronously (at start-up)."""
         snap = snapshots.current(self._dir)
         if snap is not None and (self._state is None or snap.version != self._state.version):
-            self._swap(load_state(snap))
+            self._swap(load_state(snap, self._cache_bytes))
         self._note_confirmation(snap)
         return self._state
 
@@ -106,6 +111,11 @@ class LiveSnapshot:
         previous, self._state = self._state, state
         if previous is not None:
             previous.lease.release()
+        # The indexes of a snapshot are hundreds of thousands of long-lived objects; kept out of
+        # the collector's sight, a full collection no longer walks them all in the middle of
+        # a request (the tail latency of every answer). They are still freed by reference
+        # counting when the state is dropped.
+        gc.freeze()
 
     def _maybe_reload(self) -> None:
         snap = snapshots.current(self._dir)
@@ -125,7 +135,7 @@ class LiveSnapshot:
 
     def _load_in_background(self, snap: snapshots.Snapshot) -> None:
         try:
-            self._swap(load_state(snap))
+            self._swap(load_state(snap, self._cache_bytes))
             log.info("serving snapshot %s", snap.version)
         except Exception:
             log.exception("could not load snapshot %s; still serving the previous one", snap)

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 NO_TIME = np.iinfo(np.int64).max
 CHUNK = 1000  # positions per cached read: one page at the largest page size
-CACHE_BYTES = 48 << 20  # per list and worker
+CACHE_BYTES = 128 << 20  # per list and worker, unless the settings say otherwise
 # Queries by table, written here once; only positions travel as parameters.
 _RANGE_SQL = {
     table: f"SELECT record FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
@@ -165,12 +165,17 @@ class PositionedList:
 
 
 def load_list(
-    reader: SnapshotReader, table: str, key_column: str, with_ids: bool
+    reader: SnapshotReader,
+    table: str,
+    key_column: str,
+    with_ids: bool,
+    cache_bytes: int = CACHE_BYTES,
 ) -> PositionedList:
-    """Read the sort keys of a numbered serving table."""
+    """Read the sort keys of a numbered serving table; its records are cached up to
+    ``cache_bytes``."""
     id_part = ", id" if with_ids else ""
     query = f"SELECT {key_column}{id_part} FROM {table} ORDER BY pos"
     table_arrow = reader.cursor().sql(query).to_arrow_table()
     keys = table_arrow.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     ids = table_arrow.column(1).to_pylist() if with_ids else None
-    return PositionedList(reader, table, keys, ids)
+    return PositionedList(reader, table, keys, ids, ChunkCache(cache_bytes))
