@@ -1,6 +1,6 @@
 """Disk full: the data folder on a small tmpfs that fills during a sync. The run fails with a
-clear error; the snapshot published before keeps serving, whole and equal to the upstream;
-once space is back, the next run succeeds."""
+clear error; the snapshot published before keeps serving, whole and answering as it did before
+the run; once space is back, the next run succeeds and the mirror equals the upstream."""
 
 from __future__ import annotations
 
@@ -64,6 +64,14 @@ def fill(disk: Path, leave: int) -> Path:
         for _ in range(max(0, free - leave) // len(chunk)):
             out.write(chunk)
     return ballast
+
+
+@pytest.fixture(scope="module")
+def upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
+    """A sandbox of this module's own: the test changes its data, which other modules' shared
+    upstream must never see."""
+    with object_store.sandbox(808) as handle:
+        yield handle
 
 
 def test_disk_filling_during_a_sync_fails_clearly_and_the_last_snapshot_keeps_serving(
