@@ -13,6 +13,7 @@ when a sync last confirmed the snapshot as current.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import time
@@ -81,7 +82,11 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     """Copy the warehouse into a new snapshot file and make it current, unless the current
     snapshot already holds the same content (then only the pointer is rewritten)."""
     snapshots_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = content_fingerprint(warehouse)
+    # What publishing adds (serving tables, comments, views) is part of a snapshot too: a new
+    # release of that SQL must publish anew even when the data has not changed.
+    publishing_sql = snapshot_sql() + read_sql("snapshot_info") + read_sql("snapshot_info_comments")
+    extras = hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()
+    fingerprint = f"{content_fingerprint(warehouse)};publish-sql:{extras}"
     live = current(snapshots_dir)
     if live is not None and _fingerprint_of(live) == fingerprint:
         with _publishing(snapshots_dir):

@@ -105,3 +105,16 @@ def test_the_warehouse_runs_under_the_memory_limit_setting_and_refuses_a_malform
     monkeypatch.setenv("DUCTWORK_WAREHOUSE_MEMORY_LIMIT", "300MB'; DROP TABLE leads; --")
     with pytest.raises(SettingsError, match=r"^DUCTWORK_WAREHOUSE_MEMORY_LIMIT "):
         load(SyncSettings)
+
+
+def test_a_new_release_of_the_publishing_sql_publishes_anew_with_unchanged_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    con.execute(warehouse_sql.schema_sql())
+    first = snapshots.publish(con, tmp_path / "snapshots")
+    assert not snapshots.publish(con, tmp_path / "snapshots").copied
+    released = warehouse_sql.snapshot_sql() + "\n-- a changed comment or view\n"
+    monkeypatch.setattr(snapshots, "snapshot_sql", lambda: released)
+    again = snapshots.publish(con, tmp_path / "snapshots")
+    assert again.copied and again.snapshot != first.snapshot
