@@ -19,6 +19,7 @@ yet) goes on to the framework unchanged, so every error and 304 keeps its one im
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -69,28 +70,42 @@ class FastAnswers:
         if "if-none-match" in request.headers:
             return None
         state = request.app.state.live.get()
-        key = presented_key(request)
-        if state is None or key is None or SCOPE_OF[family] not in key.scopes:
+        if state is None:
             return None
-        body = await _body(state, path, scope["query_string"])
+        planned = _body(state, path, scope["query_string"])
+        # The key is verified only for a request this path takes (the routes verify the
+        # others), before any records are read for it.
+        key = presented_key(request) if planned is not None else None
+        if key is None or SCOPE_OF[family] not in key.scopes:
+            return None
+        body = await planned.read(state) if isinstance(planned, _AssetPage) else planned
         # The rate limit is checked last: a request the routes will answer must not count
         # twice against the key's limit.
-        if body is None or request.app.state.key_limit.check(key.key_hash) is not None:
+        if request.app.state.key_limit.check(key.key_hash) is not None:
             return None
         return json_answer(request, state, body)
 
 
-async def _body(state: ServingState, path: str, query: bytes) -> bytes | None:
-    """The answer's body, when this is a request the short path takes."""
+@dataclass(frozen=True)
+class _AssetPage:
+    """A digital-asset list page to read (possibly from the snapshot, off the event loop)."""
+
+    number: int
+    size: int
+
+    async def read(self, state: ServingState) -> bytes:
+        listing = state.digital_assets
+        start, end = params.page_bounds(self.number, self.size)
+        records = await listing.page(start, min(end, len(listing)))
+        return digital_assets_body(records, self.number, self.size, len(listing), None)
+
+
+def _body(state: ServingState, path: str, query: bytes) -> bytes | _AssetPage | None:
+    """The answer's body (or the asset page to read for it), when this is a request the short
+    path takes."""
     if path == paths.WAREHOUSE_DIGITAL_ASSETS:
         page = _plain_page(query)
-        if page is None:
-            return None
-        number, size = page
-        start, end = params.page_bounds(number, size)
-        listing = state.digital_assets
-        records = await listing.page(start, min(end, len(listing)))
-        return digital_assets_body(records, number, size, len(listing), None)
+        return None if page is None else _AssetPage(*page)
     if path.startswith(_RESOLVER):
         if query:
             return None

@@ -126,24 +126,30 @@ class PositionedList:
     def cached_records(self, start: int, end: int) -> list[bytes] | None:
         """Record JSON for positions [start, end) when every chunk of it is cached, else None
         (then ``records`` reads it; a blocking call, for a worker thread)."""
-        if start >= end:
-            return []
-        found: list[bytes] = []
-        for index in range(start // CHUNK, (end - 1) // CHUNK + 1):
-            chunk = self.cache.get(index)
-            if chunk is None:
-                return None
-            found.extend(self._slice(index, chunk, start, end))
-        return found
+        return self._gather(start, end, self.cache.get)
 
     def records(self, start: int, end: int) -> list[bytes]:
         """Record JSON for positions [start, end), read from the snapshot where not cached."""
-        if start >= end:
-            return []
+        found = self._gather(
+            start, end, lambda index: self.cache.get_or_load(index, lambda: self._read_chunk(index))
+        )
+        assert found is not None  # every chunk was loaded
+        return found
+
+    def _gather(
+        self, start: int, end: int, chunk_of: Callable[[int], list[bytes] | None]
+    ) -> list[bytes] | None:
+        """The records of positions [start, end) from the chunks ``chunk_of`` gives; None as
+        soon as it gives none."""
         found: list[bytes] = []
+        if start >= end:
+            return found
         for index in range(start // CHUNK, (end - 1) // CHUNK + 1):
-            chunk = self.cache.get_or_load(index, lambda index=index: self._read_chunk(index))
-            found.extend(self._slice(index, chunk, start, end))
+            chunk = chunk_of(index)
+            if chunk is None:
+                return None
+            base = index * CHUNK
+            found.extend(chunk[max(start - base, 0) : end - base])
         return found
 
     def _read_chunk(self, index: int) -> list[bytes]:
@@ -157,11 +163,6 @@ class PositionedList:
         if found is None:
             found = await run_in_threadpool(self.records, start, end)
         return found
-
-    @staticmethod
-    def _slice(index: int, chunk: list[bytes], start: int, end: int) -> list[bytes]:
-        base = index * CHUNK
-        return chunk[max(start - base, 0) : end - base]
 
 
 def load_list(

@@ -165,13 +165,18 @@ def test_sigkill_at_random_moments_then_one_run_resumes_and_equals_the_upstream(
     if asset_walk is not None and asset_walk["start"] == start:
         assert metadata["warehouse_digital_assets"]["resumed_after_page"] == asset_walk["pagesDone"]
     published_snapshot_is_whole(tmp_path)
-    with api_over(tmp_path) as api:
+    assets_and_leads_equal_the_upstream(tmp_path, crash_upstream)
+
+
+def assets_and_leads_equal_the_upstream(home: Path, upstream: SandboxHandle) -> None:
+    """Every digital-asset and lead path the mirror serves answers as the upstream does."""
+    with api_over(home) as api:
         requests = [
             request
-            for request in mirror_requests(crash_upstream)
+            for request in mirror_requests(upstream)
             if request[0] in (WAREHOUSE_DIGITAL_ASSETS, LEADS)
         ]
-        compare_all(crash_upstream, api, requests, both_keys(crash_upstream, api))
+        compare_all(upstream, api, requests, both_keys(upstream, api))
 
 
 def assert_serves(home: Path, version: str) -> None:
@@ -226,10 +231,4 @@ def test_sigkill_mid_publish_keeps_the_previous_snapshot_serving_and_the_next_ru
     # The killed publishes' copies went with this run's prune, not ten minutes later.
     assert staging_bytes(snapshots_dir) == -1
     assert metadata_by_asset(result)["serving_snapshot"]["pruned"] >= 1
-    with api_over(tmp_path) as api:
-        requests = [
-            request
-            for request in mirror_requests(crash_upstream)
-            if request[0] in (WAREHOUSE_DIGITAL_ASSETS, LEADS)
-        ]
-        compare_all(crash_upstream, api, requests, both_keys(crash_upstream, api))
+    assets_and_leads_equal_the_upstream(tmp_path, crash_upstream)
