@@ -8,7 +8,7 @@ import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
-from assets.checks import key_check, pairing_products_resolve
+from assets.checks import AssetRule, keys_unique_and_present, pairing_products_resolve
 from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.list_reader import ListRead, read_whole_list
 from assets.loading import (
@@ -221,12 +221,12 @@ def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.Materi
 CATALOG_ASSETS: list[dg.AssetsDefinition] = [catalog_items, *UNIT_ASSETS, pairings]
 
 
-CATALOG_CHECKS: list[dg.AssetChecksDefinition] = [
-    key_check(catalog_items, "catalog_items", ["sku"]),
+CATALOG_CHECKS: list[AssetRule] = [
+    keys_unique_and_present(catalog_items, "catalog_items", ["sku"]),
     *(
-        key_check(asset, "units", ["sku"], "unit_type = ?", [slug])
+        keys_unique_and_present(asset, "units", ["sku"], "unit_type = ?", [slug])
         for asset, slug in zip(UNIT_ASSETS, paths.UNIT_SLUGS, strict=True)
     ),
-    key_check(pairings, "pairings", ["relationship_id"]),
+    keys_unique_and_present(pairings, "pairings", ["relationship_id"]),
     pairing_products_resolve(pairings),
 ]

@@ -10,7 +10,7 @@ import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
-from assets.checks import key_check
+from assets.checks import AssetRule, keys_unique_and_present
 from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.loading import (
     Record,
@@ -326,7 +326,7 @@ INTERNAL_ASSETS: list[dg.AssetsDefinition] = [
     internal_indoor_models,
     internal_manuals,
 ]
-INTERNAL_CHECKS: list[dg.AssetChecksDefinition] = [
-    key_check(internal_contractors, "contractors", ["contractor_id"]),
-    key_check(internal_manuals, "manuals", ["key"]),
+INTERNAL_CHECKS: list[AssetRule] = [
+    keys_unique_and_present(internal_contractors, "contractors", ["contractor_id"]),
+    keys_unique_and_present(internal_manuals, "manuals", ["key"]),
 ]

@@ -7,6 +7,7 @@ and a crash resumes at the last committed page.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,21 +43,39 @@ async def walk_leads(
     created_after: str | None = None,
     stop_at: Cursor | None = None,
 ) -> CursorWalk:
-    """Page from ``after`` (or ``created_after``) to the end, or until passing ``stop_at``."""
+    """Page from ``after`` (or ``created_after``) to the end, or until passing ``stop_at``.
+
+    The next page is fetched while the sink stores the current one; pages reach the sink one
+    at a time, in order, and the walk returns only once the sink has taken the last.
+    """
     walk = CursorWalk(last=after)
-    while True:
-        params: dict[str, str | int] = {"count": PAGE}
-        if created_after is not None:
-            params["createdAfter"] = created_after
-        if walk.last is not None:
-            params["cursorCreatedDate"], params["cursorId"] = walk.last
-        leads = (await client.get_json(LEADS, params)).get("data") or []
-        if stop_at is not None:
-            leads = [lead for lead in leads if cursor_of(lead) <= stop_at]
-        walk.pages += 1
-        walk.records += len(leads)
-        if leads:
-            walk.last = cursor_of(leads[-1])
-            await sink(leads, walk.last)
-        if len(leads) < PAGE:
-            return walk
+    storing: asyncio.Future[None] | None = None
+    try:
+        while True:
+            params: dict[str, str | int] = {"count": PAGE}
+            if created_after is not None:
+                params["createdAfter"] = created_after
+            if walk.last is not None:
+                params["cursorCreatedDate"], params["cursorId"] = walk.last
+            leads = (await client.get_json(LEADS, params)).get("data") or []
+            if stop_at is not None:
+                leads = [lead for lead in leads if cursor_of(lead) <= stop_at]
+            walk.pages += 1
+            walk.records += len(leads)
+            if storing is not None:
+                await storing
+                storing = None
+            if leads:
+                walk.last = cursor_of(leads[-1])
+                storing = asyncio.ensure_future(sink(leads, walk.last))
+            if len(leads) < PAGE:
+                if storing is not None:
+                    await storing
+                return walk
+    except BaseException:
+        # A failed fetch must not abandon a page being stored: let its commit finish first.
+        if storing is not None:
+            await asyncio.wait([storing])
+            if not storing.cancelled():
+                storing.exception()  # retrieved: the error raised here is the first one
+        raise

@@ -9,22 +9,11 @@ from typing import Any
 
 import dagster as dg
 
+from assets.checks import AssetRule, CheckRule
+
 # A table may lose at most this fraction of its rows in one run, unless the run reconciles.
 SHRINK_LIMIT = 0.2
 Metadata = Mapping[str, Any]
-
-
-def _plain(metadata: Mapping[str, dg.MetadataValue]) -> dict[str, Any]:
-    return {name: value.value for name, value in metadata.items()}
-
-
-def recent_metadata(
-    context: dg.AssetCheckExecutionContext, key: dg.AssetKey
-) -> tuple[Metadata | None, Metadata | None]:
-    """The metadata of the asset's latest materialization and of the one before it."""
-    records = context.instance.fetch_materializations(key, limit=2).records
-    found = [_plain(r.asset_materialization.metadata) for r in records if r.asset_materialization]
-    return (found[0] if found else None, found[1] if len(found) > 1 else None)
 
 
 def shrink_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:
@@ -80,48 +69,30 @@ def completeness_verdict(current: Metadata | None) -> dg.AssetCheckResult:
     )
 
 
-def no_large_shrink(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+def no_large_shrink(asset: dg.AssetsDefinition) -> AssetRule:
     """A blocking check: the asset's table did not shrink by more than SHRINK_LIMIT."""
-
-    @dg.asset_check(
-        asset=asset,
+    return asset, CheckRule(
         name=f"{asset.key.path[-1]}_no_large_shrink",
-        blocking=True,
         description=f"Rows did not fall by more than {SHRINK_LIMIT:.0%} since the previous "
         "materialization, unless the run was a reconciliation.",
+        verdict=lambda inputs: shrink_verdict(*inputs.recent_metadata()),
     )
-    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return shrink_verdict(*recent_metadata(context, asset.key))
-
-    return _check
 
 
-def cursor_only_moves_forward(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+def cursor_only_moves_forward(asset: dg.AssetsDefinition) -> AssetRule:
     """A blocking check: the lead cursor never moves back."""
-
-    @dg.asset_check(
-        asset=asset,
+    return asset, CheckRule(
         name=f"{asset.key.path[-1]}_cursor_only_moves_forward",
-        blocking=True,
         description="The (CreatedDate, Id) cursor is at or after where the previous run left it.",
+        verdict=lambda inputs: cursor_verdict(*inputs.recent_metadata()),
     )
-    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return cursor_verdict(*recent_metadata(context, asset.key))
-
-    return _check
 
 
-def complete_against_upstream(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+def complete_against_upstream(asset: dg.AssetsDefinition) -> AssetRule:
     """A blocking check: rows loaded equal the total the upstream reported."""
-
-    @dg.asset_check(
-        asset=asset,
+    return asset, CheckRule(
         name=f"{asset.key.path[-1]}_complete_against_upstream",
-        blocking=True,
         description="Rows loaded equal the upstream's reported total (totalItems) of a full "
         "listing; incremental runs report none and pass.",
+        verdict=lambda inputs: completeness_verdict(inputs.recent_metadata()[0]),
     )
-    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return completeness_verdict(recent_metadata(context, asset.key)[0])
-
-    return _check

@@ -18,7 +18,7 @@ from assets.asset_walk import (
     page_walk,
 )
 from assets.bookmarks import clear_bookmark, read_bookmark, resume_from, write_bookmark
-from assets.checks import key_check
+from assets.checks import AssetRule, keys_unique_and_present
 from assets.ingest import epoch_seconds, fetch, fetch_and_store, ingest_asset, run_metadata
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from assets.schema_drift import DIGITAL_ASSET_RECORD, SUBMITTAL_RECORD, DriftTally
@@ -370,7 +370,7 @@ def warehouse_submittals(
 
 
 WAREHOUSE_ASSETS: list[dg.AssetsDefinition] = [warehouse_digital_assets, warehouse_submittals]
-WAREHOUSE_CHECKS: list[dg.AssetChecksDefinition] = [
-    key_check(warehouse_digital_assets, "digital_assets", ["asset_id"]),
-    key_check(warehouse_submittals, "submittals", ["request_key"]),
+WAREHOUSE_CHECKS: list[AssetRule] = [
+    keys_unique_and_present(warehouse_digital_assets, "digital_assets", ["asset_id"]),
+    keys_unique_and_present(warehouse_submittals, "submittals", ["request_key"]),
 ]

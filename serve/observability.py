@@ -40,6 +40,20 @@ class Metrics:
             "ductwork_snapshot_age_seconds", "Age of the snapshot being served",
             registry=self.registry,
         )  # fmt: skip
+        # labels() takes a lock and builds a key on every call: keep each labelled child.
+        self._counted: dict[tuple[str, int], Any] = {}
+        self._timed: dict[str, Any] = {}
+
+    def observe(self, family: str, status: int, seconds: float) -> None:
+        """Count one answer and its latency."""
+        counter = self._counted.get((family, status))
+        if counter is None:
+            counter = self._counted[family, status] = self.requests.labels(family, str(status))
+        timer = self._timed.get(family)
+        if timer is None:
+            timer = self._timed[family] = self.latency.labels(family)
+        counter.inc()
+        timer.observe(seconds)
 
 
 def _family(path: str) -> str:
@@ -84,8 +98,7 @@ class RequestTelemetry:
         finally:
             elapsed = time.perf_counter() - started
             family = _family(scope["path"])
-            self.metrics.requests.labels(family, str(status)).inc()
-            self.metrics.latency.labels(family).observe(elapsed)
+            self.metrics.observe(family, status, elapsed)
             if access_log.isEnabledFor(logging.INFO):  # skip building a line nobody logs
                 access_log.info(json.dumps({
                     "request_id": request_id, "method": scope["method"],

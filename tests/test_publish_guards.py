@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from contextlib import ExitStack
 from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets.checks import key_check
+from assets.checks import CheckInputs, evaluate, keys_unique_and_present
 from assets.internal import internal_manuals
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
@@ -27,12 +28,16 @@ def home_with_published_snapshot(synced_home: Path, home: Path) -> None:
 
 def run_manuals_check(home: Path) -> dg.AssetCheckResult:
     """The manuals table's blocking check, run on ``home``."""
-    check = key_check(internal_manuals, "manuals", ["key"])
+    asset, rule = keys_unique_and_present(internal_manuals, "manuals", ["key"])
     settings = HomeSettings(home=home)
-    return check(
-        warehouse=DuckDBResource(database=str(settings.warehouse_path)),
-        data_home=DataHome(path=str(home)),
-    )
+    with ExitStack() as stack:
+        inputs = CheckInputs.standalone(
+            asset.key,
+            DuckDBResource(database=str(settings.warehouse_path)),
+            DataHome(path=str(home)),
+            stack,
+        )
+        return evaluate(rule, inputs)
 
 
 def test_a_table_emptied_since_the_last_publish_fails_its_blocking_check(
