@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ductwork.contract.encoding import quote_sku
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
+from serve import fast_answers
 from serve.api_keys import KeyStore
 from serve.app import create_app
 from tests.conftest import ReadApi
@@ -121,3 +123,21 @@ def test_the_short_path_answers_exactly_as_the_routes_do(read_api: ReadApi) -> N
         headers={"Authorization": f"Bearer {without_scope}"},
     )
     assert refused.status_code == 403
+
+
+def test_a_fault_in_the_short_path_is_answered_by_the_routes(
+    read_api: ReadApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The short path sits outside the framework's error layer: a bug there must neither drop
+    the request nor answer 500, but hand it to the routes."""
+    headers = {"Authorization": f"Bearer {read_api.key}"}
+    path = "/products/v2.0/indoor-units?count=3&page=2"
+    expected = httpx.get(read_api.url + path, headers={**headers, "If-None-Match": '"x"'})
+
+    def broken(*_: object) -> bytes:
+        raise RuntimeError("a fault in the short path")
+
+    monkeypatch.setattr(fast_answers, "_body", broken)
+    answered = httpx.get(read_api.url + path, headers=headers)
+    assert (answered.status_code, answered.content) == (200, expected.content)
+    assert answered.headers["x-request-id"]
