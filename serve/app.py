@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request, Response
@@ -54,11 +56,19 @@ class ReadApi(FastAPI):
         return app
 
 
+@asynccontextmanager
+async def _closing_snapshot(app: FastAPI) -> AsyncIterator[None]:
+    """On shutdown, close the snapshot the app serves from."""
+    yield
+    app.state.live.close()
+
+
 def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = None) -> FastAPI:
     """Build the app over the data folder's snapshots and keys (``DUCTWORK_HOME`` by default)."""
     home = home or load(HomeSettings)
     serve = serve or load(ServeSettings)
     app = ReadApi(
+        lifespan=_closing_snapshot,
         title="ductwork read API",
         summary="A read-only mirror of the HVAC catalog, warehouse and CRM service.",
         version="1.0",

@@ -41,6 +41,12 @@ class ServingState:
         """The ETag of every answer from this snapshot."""
         return f'"{self.version}"'
 
+    def close(self) -> None:
+        """Close the snapshot's connection and let the snapshot go (no request may be using
+        this state any more)."""
+        self.reader.con.close()
+        self.lease.release()
+
 
 def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> ServingState:
     """Read a snapshot into memory, leased so that it is not pruned while it is served;
@@ -104,6 +110,16 @@ class LiveSnapshot:
             self._swap(load_state(snap, self._cache_bytes))
         self._note_confirmation(snap)
         return self._state
+
+    def close(self) -> None:
+        """Stop serving: close the current snapshot, and hand the objects frozen at each load
+        back to the collector, so that nothing of DuckDB's is left for interpreter shutdown
+        to destroy."""
+        with self._loading:  # not while a background load is swapping one in
+            state, self._state = self._state, None
+        if state is not None:
+            state.close()
+        gc.unfreeze()
 
     def _swap(self, state: ServingState) -> None:
         """Serve from ``state`` from now on and give up the lease on the previous snapshot

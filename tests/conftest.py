@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Iterator
@@ -32,6 +33,14 @@ logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's per-request li
 # moto accepts any credentials; boto3 only needs some to sign with.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Free what the tests left behind while the interpreter is whole: each read API freezes
+    its snapshot's objects out of the collector, and DuckDB objects destroyed during
+    interpreter shutdown can abort the process after every test has passed."""
+    gc.unfreeze()
+    gc.collect()
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from pathlib import Path
 
 import httpx
 import pytest
 
+from ductwork import snapshots
 from ductwork.contract.encoding import quote_sku
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
@@ -141,3 +145,32 @@ def test_a_fault_in_the_short_path_is_answered_by_the_routes(
     answered = httpx.get(read_api.url + path, headers=headers)
     assert (answered.status_code, answered.content) == (200, expected.content)
     assert answered.headers["x-request-id"]
+
+
+def test_a_stopped_read_api_closes_its_snapshot_and_lets_it_go(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
+    assert published is not None
+    target = HomeSettings(home=tmp_path).snapshots_dir
+    target.mkdir(parents=True)
+    copy = target / published.path.name
+    shutil.copyfile(published.path, copy)
+    (target / snapshots.POINTER).write_text(copy.name, encoding="utf-8")
+    app = create_app(HomeSettings(home=tmp_path))
+    with serving(app) as url:
+        assert httpx.get(f"{url}/readyz").status_code == 200
+        assert not _free_of_leases(copy)
+    assert _free_of_leases(copy)
+
+
+def _free_of_leases(path: Path) -> bool:
+    """Whether no reader holds a lease (a shared lock) on the snapshot file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
