@@ -120,10 +120,10 @@ def grouped_checks(name: str, rules: Sequence[AssetRule]) -> dg.AssetChecksDefin
         selected = context.selected_asset_check_keys
         with ExitStack() as stack:
             connection = _SharedConnection(warehouse, stack)
-            recent: dict[dg.AssetKey, CheckInputs] = {}
+            inputs_of: dict[dg.AssetKey, CheckInputs] = {}  # one per asset: its metadata
             for asset, rule in rules:
                 if dg.AssetCheckKey(asset.key, rule.name) in selected:
-                    inputs = recent.setdefault(
+                    inputs = inputs_of.setdefault(
                         asset.key,
                         CheckInputs(asset.key, connection, data_home, context.instance),
                     )
