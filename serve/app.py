@@ -41,8 +41,9 @@ class ReadApi(FastAPI):
 
     FastAPI wraps user middleware in its server-error, telemetry and body-limit layers; here
     they sit inside ours instead, so the short path's answers (most of the traffic) skip three
-    layers they never use, about a sixth of a lookup's cost. Routed requests still pass through
-    every layer, and an error the routes raise is still answered in its family's style.
+    layers they never use. Routed requests still pass through every layer, and an error the
+    routes raise is still answered in its family's style; the short path hands its own faults
+    to the routes.
     """
 
     def build_middleware_stack(self) -> ASGIApp:
