@@ -4,16 +4,12 @@ Each check reads the run metadata its asset recorded (row count, cursor, reporte
 the Dagster instance; the verdicts themselves are plain functions of that metadata.
 """
 
-from collections.abc import Mapping
-from typing import Any
-
 import dagster as dg
 
-from assets.checks import AssetRule, CheckRule
+from assets.checks import AssetRule, CheckRule, Metadata
 
 # A table may lose at most this fraction of its rows in one run, unless the run reconciles.
 SHRINK_LIMIT = 0.2
-Metadata = Mapping[str, Any]
 
 
 def shrink_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:

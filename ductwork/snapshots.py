@@ -222,12 +222,12 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
         path = files[index]
         if live is not None and path == live.path:
             continue
-        if now - published[index - 1] > grace_s and not _in_use(path):
+        if now - published[index - 1] > grace_s and not in_use(path):
             path.unlink(missing_ok=True)
             removed.append(path)
     # Copies (and pointer drafts) left by a publish that was killed part way; never made
     # current. While some publish holds the lock, only those older than the grace period go.
-    publishing = _in_use(snapshots_dir / PUBLISH_LOCK)
+    publishing = in_use(snapshots_dir / PUBLISH_LOCK)
     leftovers = [
         *snapshots_dir.glob(f"{STAGING_PREFIX}*{SUFFIX}*"),
         *snapshots_dir.glob(f".{POINTER}.*"),
@@ -254,8 +254,8 @@ class Lease:
             self._fd = None
 
 
-def _in_use(path: Path) -> bool:
-    """Whether some reader holds a lease on ``path``."""
+def in_use(path: Path) -> bool:
+    """Whether some reader holds a lease (or a publish its lock) on ``path``."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import dagster as dg
 import pytest
 from moto.server import ThreadedMotoServer
 
+from ductwork import snapshots
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings
 from pipelines.resources import ObjectStore, resources_for_home
@@ -110,6 +112,19 @@ def synced_home(
     )
     assert result.success
     return home
+
+
+def home_with_published_snapshot(synced_home: Path, home: Path) -> Path:
+    """``home`` gets a copy of the synced folder's current snapshot, made current there, and
+    an empty warehouse; returns the copy."""
+    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
+    assert published is not None
+    target = HomeSettings(home=home).snapshots_dir
+    target.mkdir(parents=True)  # the warehouse stays empty: no sync ran here
+    copy = target / published.path.name
+    shutil.copyfile(published.path, copy)
+    (target / snapshots.POINTER).write_text(copy.name, encoding="utf-8")
+    return copy
 
 
 @dataclass(frozen=True)

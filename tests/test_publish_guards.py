@@ -11,19 +11,9 @@ from dagster_duckdb import DuckDBResource
 
 from assets.checks import CheckInputs, evaluate, keys_unique_and_present
 from assets.internal import internal_manuals
-from ductwork import snapshots
 from ductwork.settings import HomeSettings
 from pipelines.resources import DataHome
-
-
-def home_with_published_snapshot(synced_home: Path, home: Path) -> None:
-    """``home`` gets the synced folder's current snapshot, and an empty warehouse."""
-    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
-    assert published is not None
-    target = HomeSettings(home=home).snapshots_dir
-    target.mkdir(parents=True)  # the warehouse stays empty: no sync ran here
-    shutil.copyfile(published.path, target / published.path.name)
-    (target / snapshots.POINTER).write_text(published.path.name, encoding="utf-8")
+from tests.conftest import home_with_published_snapshot
 
 
 def run_manuals_check(home: Path) -> dg.AssetCheckResult:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
 from pathlib import Path
 
 import httpx
@@ -17,7 +14,7 @@ from ductwork.settings import HomeSettings
 from serve import fast_answers
 from serve.api_keys import KeyStore
 from serve.app import create_app
-from tests.conftest import ReadApi
+from tests.conftest import ReadApi, home_with_published_snapshot
 
 
 def test_a_key_without_the_crm_scope_gets_403_problem_on_leads(read_api: ReadApi) -> None:
@@ -150,27 +147,9 @@ def test_a_fault_in_the_short_path_is_answered_by_the_routes(
 def test_a_stopped_read_api_closes_its_snapshot_and_lets_it_go(
     synced_home: Path, tmp_path: Path
 ) -> None:
-    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
-    assert published is not None
-    target = HomeSettings(home=tmp_path).snapshots_dir
-    target.mkdir(parents=True)
-    copy = target / published.path.name
-    shutil.copyfile(published.path, copy)
-    (target / snapshots.POINTER).write_text(copy.name, encoding="utf-8")
+    copy = home_with_published_snapshot(synced_home, tmp_path)
     app = create_app(HomeSettings(home=tmp_path))
     with serving(app) as url:
         assert httpx.get(f"{url}/readyz").status_code == 200
-        assert not _free_of_leases(copy)
-    assert _free_of_leases(copy)
-
-
-def _free_of_leases(path: Path) -> bool:
-    """Whether no reader holds a lease (a shared lock) on the snapshot file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+        assert snapshots.in_use(copy)
+    assert not snapshots.in_use(copy)
