@@ -1,16 +1,20 @@
-"""Product catalog assets: the catalog list, the six typed unit lists and the pairings."""
+"""Product catalog assets: the catalog list, the six typed unit lists and the pairings.
 
-from __future__ import annotations
+The eight lists are eight assets materialised by one multi-asset step (``catalog``).
+"""
 
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present, pairing_products_resolve
-from assets.ingest import fetch, ingest_asset, run_metadata
-from assets.list_reader import ListRead, read_whole_list
+from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
+from assets.list_reader import read_whole_list
 from assets.loading import (
     ListContent,
     Record,
@@ -23,7 +27,7 @@ from assets.loading import (
     text_or_none,
     timestamp_or_none,
 )
-from assets.schema_drift import CATALOG_ITEM_RECORD, PAIRING_RECORD, UNIT_RECORD
+from assets.schema_drift import CATALOG_ITEM_RECORD, PAIRING_RECORD, UNIT_RECORD, RecordShape
 from ductwork.contract import paths
 from pipelines.resources import UpstreamResource
 
@@ -109,124 +113,149 @@ def pairing_product_rows(pairings: list[Record]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PAIRING_PRODUCT_SCHEMA)
 
 
-def _by_sku(record: Record) -> str:
+# Whether the stored content was already what was read, and metadata of the list's own.
+StoreOutcome = tuple[bool, dict[str, int]]
+
+
+def _by_sku(record: Record) -> Hashable:
     return record["sku"]
 
 
-def _read_metadata(read: ListRead) -> dict[str, int]:
-    return {"pages": read.pages, "reported_total": read.reported_total, "reads": read.attempts}
+def _by_relationship(record: Record) -> Hashable:
+    return int(record["relationshipId"])
 
 
-@ingest_asset(
-    group=GROUP,
-    description="Every product of /products/v2.0/products (SKU, SRN, type, link), by SKU.",
-)
-def catalog_items(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Mirror the product list into ``catalog_items``."""
-    fetched = fetch(upstream, lambda c: read_whole_list(c, paths.PRODUCTS_LIST, _by_sku))
-    records = fetched.value.records
+def _store_catalog_items(con: duckdb.DuckDBPyConnection, records: list[Record]) -> StoreOutcome:
     content = ListContent.of("catalog_items", records)
-    with open_warehouse(warehouse) as con:
-        unchanged = content.already_stored(con, "catalog_items")
-        if not unchanged:
-            table = rows_table(records, catalog_item_row, CATALOG_ITEM_SCHEMA)
-            replace_rows(con, Replacement("catalog_items", table), content=content)
-    return dg.MaterializeResult(
-        metadata=run_metadata(
-            fetched,
-            len(records),
-            unchanged=unchanged,
-            **_read_metadata(fetched.value),
-            **CATALOG_ITEM_RECORD.drift(records),
-        )
-    )
+    if content.already_stored(con, "catalog_items"):
+        return True, {}
+    table = rows_table(records, catalog_item_row, CATALOG_ITEM_SCHEMA)
+    replace_rows(con, Replacement("catalog_items", table), content=content)
+    return False, {}
 
 
-def unit_list_asset(slug: str) -> dg.AssetsDefinition:
-    """The asset mirroring one typed unit list (e.g. indoor-units) into ``units``."""
+def _unit_store(slug: str) -> Callable[[duckdb.DuckDBPyConnection, list[Record]], StoreOutcome]:
+    """The writer of one typed unit list: its slice of ``units``."""
     row_of = unit_row_for(slug)
-    name = slug.replace("-", "_")
 
-    @ingest_asset(
-        name=name,
-        group=GROUP,
-        description=f"Full unit records of /products/v2.0/{slug}, in table `units`.",
-    )
-    def _unit_list(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
-        path = paths.unit_path(slug)
-        fetched = fetch(upstream, lambda c: read_whole_list(c, path, _by_sku))
-        records = fetched.value.records
-        content = ListContent.of(name, records)
-        with open_warehouse(warehouse) as con:
-            unchanged = content.already_stored(con, "units", "unit_type = ?", [slug])
-            if not unchanged:
-                table = rows_table(records, row_of, UNIT_SCHEMA)
-                replace_rows(
-                    con, Replacement("units", table, "unit_type = ?", [slug]), content=content
-                )
-        drift = UNIT_RECORD.drift(records)
-        return dg.MaterializeResult(
-            metadata=run_metadata(
-                fetched,
-                len(records),
-                unchanged=unchanged,
-                **_read_metadata(fetched.value),
-                **drift,
-            )
-        )
+    def store(con: duckdb.DuckDBPyConnection, records: list[Record]) -> StoreOutcome:
+        content = ListContent.of(slug.replace("-", "_"), records)
+        if content.already_stored(con, "units", "unit_type = ?", [slug]):
+            return True, {}
+        table = rows_table(records, row_of, UNIT_SCHEMA)
+        replace_rows(con, Replacement("units", table, "unit_type = ?", [slug]), content=content)
+        return False, {}
 
-    return _unit_list
+    return store
 
 
-UNIT_ASSETS: list[dg.AssetsDefinition] = [unit_list_asset(slug) for slug in paths.UNIT_SLUGS]
-
-
-@ingest_asset(
-    group=GROUP,
-    description="Pairings and relationships (up to 3 products each) from /products/v2.0/pairings.",
-)
-def pairings(upstream: UpstreamResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Mirror the pairings into ``pairings`` and ``pairing_products`` together."""
-
-    def by_id(record: Record) -> int:
-        return int(record["relationshipId"])
-
-    fetched = fetch(upstream, lambda c: read_whole_list(c, paths.PAIRINGS_LIST, by_id))
-    records = fetched.value.records
+def _store_pairings(con: duckdb.DuckDBPyConnection, records: list[Record]) -> StoreOutcome:
+    """``pairings`` and ``pairing_products`` together."""
     content = ListContent.of("pairings", records)
-    with open_warehouse(warehouse) as con:
-        unchanged = content.already_stored(con, "pairings")
-        if not unchanged:
-            table = rows_table(records, pairing_row, PAIRING_SCHEMA)
-            products = pairing_product_rows(records)
-            replace_rows(
-                con,
-                Replacement("pairings", table),
-                Replacement("pairing_products", products),
-                content=content,
-            )
-        slots = con.execute("SELECT count(*) FROM pairing_products").fetchall()[0][0]
+    unchanged = content.already_stored(con, "pairings")
+    if not unchanged:
+        table = rows_table(records, pairing_row, PAIRING_SCHEMA)
+        products = pairing_product_rows(records)
+        replace_rows(
+            con,
+            Replacement("pairings", table),
+            Replacement("pairing_products", products),
+            content=content,
+        )
+    slots = con.execute("SELECT count(*) FROM pairing_products").fetchall()[0][0]
+    return unchanged, {"product_slots": slots}
+
+
+@dataclass(frozen=True)
+class CatalogList:
+    """One list of the catalog family: where it is read, how records are keyed and stored."""
+
+    name: str
+    path: str
+    key: Callable[[Record], Hashable]
+    store: Callable[[duckdb.DuckDBPyConnection, list[Record]], StoreOutcome]
+    shape: RecordShape
+    description: str
+
+
+CATALOG_LISTS: list[CatalogList] = [
+    CatalogList(
+        "catalog_items", paths.PRODUCTS_LIST, _by_sku, _store_catalog_items, CATALOG_ITEM_RECORD,
+        "Every product of /products/v2.0/products (SKU, SRN, type, link), by SKU.",
+    ),
+    *(
+        CatalogList(
+            slug.replace("-", "_"), paths.unit_path(slug), _by_sku, _unit_store(slug),
+            UNIT_RECORD, f"Full unit records of /products/v2.0/{slug}, in table `units`.",
+        )
+        for slug in paths.UNIT_SLUGS
+    ),
+    CatalogList(
+        "pairings", paths.PAIRINGS_LIST, _by_relationship, _store_pairings, PAIRING_RECORD,
+        "Pairings and relationships (up to 3 products each) from /products/v2.0/pairings, in "
+        "tables `pairings` and `pairing_products`.",
+    ),
+]  # fmt: skip
+CATALOG_KEYS: list[dg.AssetKey] = [dg.AssetKey(item.name) for item in CATALOG_LISTS]
+
+
+def _mirror(
+    upstream: UpstreamResource, con: duckdb.DuckDBPyConnection, item: CatalogList
+) -> dg.MaterializeResult:
+    """Read one list whole, store it unless unchanged, and report what it cost."""
+    fetched = fetch(upstream, lambda client: read_whole_list(client, item.path, item.key))
+    read = fetched.value
+    unchanged, extra = item.store(con, read.records)
     return dg.MaterializeResult(
+        asset_key=item.name,
         metadata=run_metadata(
             fetched,
-            len(records),
+            len(read.records),
             unchanged=unchanged,
-            product_slots=slots,
-            **_read_metadata(fetched.value),
-            **PAIRING_RECORD.drift(records),
-        )
+            **extra,
+            pages=read.pages,
+            reported_total=read.reported_total,
+            reads=read.attempts,
+            **item.shape.drift(read.records),
+        ),
     )
 
 
-CATALOG_ASSETS: list[dg.AssetsDefinition] = [catalog_items, *UNIT_ASSETS, pairings]
+@dg.multi_asset(
+    name="catalog",
+    specs=[
+        dg.AssetSpec(
+            item.name, group_name=GROUP, kinds=KINDS, owners=OWNERS, description=item.description
+        )
+        for item in CATALOG_LISTS
+    ],
+    can_subset=True,
+    pool=WAREHOUSE_POOL,
+    retry_policy=INGEST_RETRY,
+)
+def catalog(
+    context: dg.AssetExecutionContext, upstream: UpstreamResource, warehouse: DuckDBResource
+) -> Iterator[dg.MaterializeResult]:
+    """Mirror the selected catalog lists, one after another, in one step.
+
+    One step rather than one per list: a step and a warehouse open cost about 50 ms together,
+    a good part of a run in which the catalog has not changed. Each list is committed and
+    reported as soon as it is stored, so a failure later in the step loses none of them.
+    """
+    selected = context.selected_asset_keys
+    with open_warehouse(warehouse) as con:
+        for item, key in zip(CATALOG_LISTS, CATALOG_KEYS, strict=True):
+            if key in selected:
+                yield _mirror(upstream, con, item)
 
 
+CATALOG_ASSETS: list[dg.AssetsDefinition] = [catalog]
 CATALOG_CHECKS: list[AssetRule] = [
-    keys_unique_and_present(catalog_items, "catalog_items", ["sku"]),
+    keys_unique_and_present(CATALOG_KEYS[0], "catalog_items", ["sku"]),
     *(
-        keys_unique_and_present(asset, "units", ["sku"], "unit_type = ?", [slug])
-        for asset, slug in zip(UNIT_ASSETS, paths.UNIT_SLUGS, strict=True)
+        keys_unique_and_present(key, "units", ["sku"], "unit_type = ?", [slug])
+        for key, slug in zip(CATALOG_KEYS[1:-1], paths.UNIT_SLUGS, strict=True)
     ),
-    keys_unique_and_present(pairings, "pairings", ["relationship_id"]),
-    pairing_products_resolve(pairings),
+    keys_unique_and_present(CATALOG_KEYS[-1], "pairings", ["relationship_id"]),
+    pairing_products_resolve(CATALOG_KEYS[-1]),
 ]

@@ -88,7 +88,8 @@ class CheckRule:
     additional_deps: tuple[str, ...] = ()
 
 
-AssetRule = tuple[dg.AssetsDefinition, CheckRule]
+# The asset a rule checks, by key: one multi-asset step may materialise several checked assets.
+AssetRule = tuple[dg.AssetKey, CheckRule]
 
 
 def grouped_checks(name: str, rules: Sequence[AssetRule]) -> dg.AssetChecksDefinition:
@@ -108,7 +109,7 @@ def grouped_checks(name: str, rules: Sequence[AssetRule]) -> dg.AssetChecksDefin
         )
         for asset, rule in rules
     ]
-    checked = sorted({asset.key.to_user_string() for asset, _ in rules})
+    checked = sorted({asset.to_user_string() for asset, _ in rules})
 
     @dg.multi_asset_check(
         specs=specs, name=name, can_subset=True,
@@ -122,10 +123,9 @@ def grouped_checks(name: str, rules: Sequence[AssetRule]) -> dg.AssetChecksDefin
             connection = _SharedConnection(warehouse, stack)
             inputs_of: dict[dg.AssetKey, CheckInputs] = {}  # one per asset: its metadata
             for asset, rule in rules:
-                if dg.AssetCheckKey(asset.key, rule.name) in selected:
+                if dg.AssetCheckKey(asset, rule.name) in selected:
                     inputs = inputs_of.setdefault(
-                        asset.key,
-                        CheckInputs(asset.key, connection, data_home, context.instance),
+                        asset, CheckInputs(asset, connection, data_home, context.instance)
                     )
                     yield evaluate(rule, inputs)
 
@@ -145,7 +145,7 @@ def evaluate(rule: CheckRule, inputs: CheckInputs) -> dg.AssetCheckResult:
 
 
 def keys_unique_and_present(
-    asset: dg.AssetsDefinition,
+    asset: dg.AssetKey,
     table: str,
     key_columns: Sequence[str],
     where: str = "TRUE",
@@ -178,7 +178,7 @@ def keys_unique_and_present(
         )
 
     return asset, CheckRule(
-        name=f"{asset.key.path[-1]}_keys_unique_and_present",
+        name=f"{asset.path[-1]}_keys_unique_and_present",
         description=f"Every row of {table} has a non-NULL, unique ({key}); not emptied since "
         "the last publish.",
         verdict=verdict,
@@ -199,7 +199,7 @@ def _published_rows(data_home: DataHome, query: str, where_params: Sequence[obje
             return None
 
 
-def pairing_products_resolve(pairings: dg.AssetsDefinition) -> AssetRule:
+def pairing_products_resolve(pairings: dg.AssetKey) -> AssetRule:
     """A warning when pairings name SKUs the catalog lacks (kept as received, listed here)."""
 
     def verdict(inputs: CheckInputs) -> dg.AssetCheckResult:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import dagster as dg
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
@@ -109,8 +110,10 @@ def _store_leads(
     con.execute("BEGIN TRANSACTION")
     try:
         con.register("incoming_rows", table)
-        con.execute(read_sql("leads_changed"))
-        differing = con.sql(read_sql("leads_differing")).to_arrow_table()
+        created = pc.min_max(table["created_at"])
+        bounds = {"lo": created["min"].as_py(), "hi": created["max"].as_py()}
+        con.execute(read_sql("leads_changed"), bounds)
+        differing = con.sql(read_sql("leads_differing"), params=bounds).to_arrow_table()
         con.unregister("incoming_rows")
         if differing.num_rows:
             con.register("incoming_rows", differing)
@@ -285,6 +288,6 @@ def crm_lead_details(
 
 CRM_ASSETS: list[dg.AssetsDefinition] = [crm_leads, crm_lead_details]
 CRM_CHECKS: list[AssetRule] = [
-    keys_unique_and_present(crm_leads, "leads", ["id"]),
-    keys_unique_and_present(crm_lead_details, "lead_details", ["id"]),
+    keys_unique_and_present(crm_leads.key, "leads", ["id"]),
+    keys_unique_and_present(crm_lead_details.key, "lead_details", ["id"]),
 ]

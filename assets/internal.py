@@ -327,6 +327,6 @@ INTERNAL_ASSETS: list[dg.AssetsDefinition] = [
     internal_manuals,
 ]
 INTERNAL_CHECKS: list[AssetRule] = [
-    keys_unique_and_present(internal_contractors, "contractors", ["contractor_id"]),
-    keys_unique_and_present(internal_manuals, "manuals", ["key"]),
+    keys_unique_and_present(internal_contractors.key, "contractors", ["contractor_id"]),
+    keys_unique_and_present(internal_manuals.key, "manuals", ["key"]),
 ]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,32 @@ def replace_rows(
         raise
 
 
+# Where the digest of the DDL last applied is kept, in ``stream_state``.
+SCHEMA_BOOKMARK = "warehouse.schema"
+
+
+@cache
+def _schema() -> tuple[str, dict[str, str]]:
+    ddl = schema_sql()
+    return ddl, {"digest": hashlib.blake2b(ddl.encode(), digest_size=16).hexdigest()}
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Apply the DDL unless this very DDL was applied before.
+
+    Every step opens the warehouse; running the 23 idempotent statements each time cost about
+    10 ms per open, a comparison of digests costs well under one.
+    """
+    ddl, digest = _schema()
+    try:
+        if read_bookmark(con, SCHEMA_BOOKMARK) == digest:
+            return
+    except duckdb.CatalogException:  # a new warehouse: no stream_state yet
+        pass
+    con.execute(ddl)
+    write_bookmark(con, SCHEMA_BOOKMARK, digest)
+
+
 @contextmanager
 def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection to the warehouse with every table of the schema in place."""
@@ -153,7 +180,7 @@ def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnecti
             # fixed limit keeps the sync's memory flat as data grows (the setting's pattern
             # admits nothing but a number and a unit, so it is safe to place in the statement).
             con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
-            con.execute(schema_sql())
+            _ensure_schema(con)
             yield con
         finally:
             con.close()

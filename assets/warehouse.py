@@ -371,6 +371,6 @@ def warehouse_submittals(
 
 WAREHOUSE_ASSETS: list[dg.AssetsDefinition] = [warehouse_digital_assets, warehouse_submittals]
 WAREHOUSE_CHECKS: list[AssetRule] = [
-    keys_unique_and_present(warehouse_digital_assets, "digital_assets", ["asset_id"]),
-    keys_unique_and_present(warehouse_submittals, "submittals", ["request_key"]),
+    keys_unique_and_present(warehouse_digital_assets.key, "digital_assets", ["asset_id"]),
+    keys_unique_and_present(warehouse_submittals.key, "submittals", ["request_key"]),
 ]

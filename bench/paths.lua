@@ -1,18 +1,57 @@
 -- wrk script: GET many distinct paths, read from a file (one per line), round robin.
--- Usage: wrk ... -s bench/paths.lua URL -- PATHS_FILE [BEARER_KEY]
--- Prints one line "BENCH_JSON {...}" with requests/s, latency percentiles (ms) and errors.
+-- Usage: wrk ... -s bench/paths.lua URL -- PATHS_FILE [BEARER_KEY|-] [REQUESTS_PER_S]
+-- With REQUESTS_PER_S, the requests are paced: each thread sends its share on a fixed schedule
+-- (open loop, as long as a connection is free), so latency is measured at that rate rather
+-- than at saturation. Prints one line "BENCH_JSON {...}" with requests/s, latency percentiles
+-- (ms) and errors.
+local ffi = require("ffi")
+ffi.cdef[[
+  typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+  int clock_gettime(int clock_id, bench_timespec *tp);
+]]
+local clock = ffi.new("bench_timespec")
+local CLOCK_MONOTONIC = 1
+
+local function now_ms()
+  ffi.C.clock_gettime(CLOCK_MONOTONIC, clock)
+  return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
+end
+
 local paths = {}
 local index = 0
+local interval_ms = nil
+local next_at = nil
 
 function init(args)
   for line in io.lines(args[1]) do
     paths[#paths + 1] = line
   end
-  if args[2] then
+  if args[2] and args[2] ~= "-" then
     wrk.headers["Authorization"] = "Bearer " .. args[2]
+  end
+  if args[3] then
+    -- this thread's share of the rate (wrk.threads is not visible here: passed per thread)
+    interval_ms = 1000 / tonumber(args[3])
   end
   -- each thread starts at its own place in the list
   index = (tonumber(tostring({}):match("0x(%x+)"), 16) or 0) % #paths
+end
+
+function delay()
+  if not interval_ms then
+    return 0
+  end
+  local now = now_ms()
+  -- a thread that fell behind does not burst to catch up
+  if not next_at or next_at < now - 1000 then
+    next_at = now
+  end
+  next_at = next_at + interval_ms
+  local wait = next_at - now
+  if wait < 1 then
+    return 0
+  end
+  return math.floor(wait)
 end
 
 function request()

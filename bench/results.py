@@ -61,11 +61,28 @@ LEVERS = """\
   window re-read upserts and versions only the leads that differ. The 40 checks ran as 40
   steps (a step costs about 25 ms, opening the warehouse about 20 ms) and every key check
   opened the published snapshot (about 0.1 s); they now run as three multi-checks (catalog,
-  lead list, the rest: 19 steps in all instead of 56) and look into the snapshot only when a
-  table is empty. What is left is fixed cost: 16 asset steps, each with its own warehouse open
-  and event loop, the catalog's 47 pages read and parsed, the lead window re-read and the
-  publish's fingerprint. Meeting 3 % of a full sync that also got faster would need the eight
-  catalog assets read as one multi-asset step; not done.
+  lead list, the rest) and look into the snapshot only when a table is empty.
+- **Incremental runs, second round** (a no-change run went from about 5 s to about 3.3 s in
+  one-off runs against a medium warehouse):
+  - *Garbage collection.* A no-change run spent about 0.6 s in four full collections, each
+    walking every object Dagster and the libraries had built at import. Those objects are now
+    frozen once the code location is loaded (`gc.freeze()` in `pipelines/definitions.py`,
+    undone at exit): 0.1 s.
+  - *The catalog as one step.* The eight catalog assets are one multi-asset step (`catalog`,
+    subsettable, each list committed and reported as soon as it is stored): one warehouse open
+    and one step instead of eight. The catalog's share fell from about 0.95 s to 0.6-0.75 s.
+  - *The lead window.* Comparing a page of leads with the stored ones scanned the `record`
+    column of every stored lead. The comparison is now bounded by the page's own CreatedDate
+    range, which lets DuckDB skip the others: about 80 ms to 35 ms a page.
+  - *The schema.* Each warehouse open ran the 23 idempotent DDL statements (about 10 ms); it
+    now compares the DDL's digest with the one recorded when it was last applied (about 2 ms).
+  - Left: the publish's content fingerprint (about 0.4 s), Dagster's own per-run and per-step
+    cost (about 0.35 s outside the steps), the S3 client that dagster-aws builds afresh for the
+    manuals (about 0.15 s) and a warehouse open per step.
+- **Lookup latency.** The p99 target is read at the rate it names: `bench/paths.lua` can pace
+  `wrk` (each thread sends its share on a fixed schedule), and the lookups run once more at
+  half the ceiling's median rate. Unpaced, 32 connections keep the queue full whatever the
+  server does, so that p99 measures the queue; it stays in the table.
 - **The 20-minute budget** is not met: at medium, the httpx floor alone is about 3 minutes a
   run (httpx does about 600 requests/s here; three runs for a median) and one dlt run about 10
   minutes, before ductwork's own runs, the large scale and the serving figures.
@@ -309,7 +326,9 @@ class Report:
             "request, round robin over every SKU or page); the ceiling answers a fixed body of "
             "the same size (bytes: "
             + ", ".join(f"{k} {v:,}" for k, v in setup["body_bytes"].items())
-            + "). The load generator shares the machine's cores with the server.",
+            + "). The load generator shares the machine's cores with the server. SKU lookups "
+            "run once more paced at half the ceiling's median rate (each `wrk` thread sends its "
+            "share on a fixed schedule), the rate at which the p99 target applies.",
             "",
         ]
         for kind, results in found.serving.items():
@@ -330,17 +349,21 @@ class Report:
                 r["rps"] for r in results["ceiling"]
             )
             p99 = _median(r["p99_ms"] for r in results["ductwork"])
+            paced = found.paced if kind.startswith("SKU") else []
+            if paced:
+                rows.append(
+                    [
+                        f"ductwork paced at {found.paced_rate:,.0f}/s, requests/s",
+                        *_runs([r["rps"] for r in paced], ",.0f", self.width),
+                        f"{_median(r['rps'] for r in paced):,.0f}",
+                        f"{_median(r['p50_ms'] for r in paced):.2f}",
+                        f"{_median(r['p99_ms'] for r in paced):.2f}",
+                    ]
+                )
             self.body += [f"#### {kind}", ""]
             self.body += _table([*self.run_header("server"), "p50 ms", "p99 ms"], rows)
             if kind.startswith("SKU"):
-                ok = share >= target and p99 <= 10
-                self.body += [
-                    f"ductwork / ceiling = **{share:.0%}** (target ≥ 50 %), p99 "
-                    f"{p99:.1f} ms (target ≤ 10 ms): {_met(ok)}.",
-                    "",
-                ]
-                self.verdict("5. SKU lookups / ceiling", f"{share:.0%}", "≥ 50 %", share >= 0.5)
-                self.verdict("5. SKU lookup p99", f"{p99:.1f} ms", "≤ 10 ms", p99 <= 10)
+                self.lookup_verdicts(share, p99, paced)
             else:
                 self.body += [
                     f"ductwork / ceiling = **{share:.0%}** (target ≥ 25 %): "
@@ -348,6 +371,35 @@ class Report:
                     "",
                 ]
                 self.verdict(f"5. {kind} / ceiling", f"{share:.0%}", "≥ 25 %", share >= target)
+
+    def lookup_verdicts(self, share: float, saturated_p99: float, paced: list[dict]) -> None:
+        """Lookups: at least half the ceiling's rate, and a p99 of at most 10 ms at that rate.
+
+        The p99 that counts is the paced run's, at half the ceiling's rate; the unpaced runs
+        keep 32 connections' worth of requests queued whatever the server does, so their p99
+        measures the queue more than the server."""
+        self.body.append(
+            f"ductwork / ceiling = **{share:.0%}** (target ≥ 50 %): {_met(share >= 0.5)}."
+        )
+        self.verdict("5. SKU lookups / ceiling", f"{share:.0%}", "≥ 50 %", share >= 0.5)
+        if paced:
+            p99 = _median(r["p99_ms"] for r in paced)
+            rate = _median(r["rps"] for r in paced)
+            self.body.append(
+                f"At half the ceiling's rate ({self.found.paced_rate:,.0f} requests/s asked, "
+                f"{rate:,.0f} sent), p99 **{p99:.1f} ms** (target ≤ 10 ms): {_met(p99 <= 10)}. "
+                f"At saturation (no pacing), p99 {saturated_p99:.1f} ms."
+            )
+            self.verdict(
+                "5. SKU lookup p99 at half the ceiling's rate",
+                f"{p99:.1f} ms",
+                "≤ 10 ms",
+                p99 <= 10,
+            )
+        self.verdict(
+            "5. SKU lookup p99 at saturation (information)", f"{saturated_p99:.1f} ms", "–", None
+        )
+        self.body.append("")
 
     # 6 -------------------------------------------------------------------------------------
     def publish(self) -> None:

@@ -165,6 +165,9 @@ class Findings:
     mutation: dict[str, int] = field(default_factory=dict)
     serving: dict[str, dict[str, list[dict[str, float]]]] = field(default_factory=dict)
     serving_setup: dict[str, Any] = field(default_factory=dict)
+    # SKU lookups paced at half the ceiling's rate: the rate the lookup target asks for.
+    paced_rate: float = 0.0
+    paced: list[dict[str, float]] = field(default_factory=list)
     startup: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -407,6 +410,11 @@ class Suite:
                 ceiling_file.write_text("\n".join(ceiling_paths[kind]) + "\n", encoding="utf-8")
                 results["ceiling"].append(self.wrk(ceiling_url, ceiling_file, None))
             self.found.serving[kind] = results
+            if kind.startswith("SKU"):
+                rate = 0.5 * statistics.median(r["rps"] for r in results["ceiling"])
+                self.found.paced_rate = rate
+                for _ in range(self.options.runs):
+                    self.found.paced.append(self.wrk(ours_url, ours_file, key, rate))
             print(
                 f"[serve] {kind}: ductwork {[round(r['rps']) for r in results['ductwork']]}, "
                 f"ceiling {[round(r['rps']) for r in results['ceiling']]}",
@@ -415,8 +423,13 @@ class Suite:
         for child in (ours, ceiling):
             stop(child)
 
-    def wrk(self, url: str, paths_file: Path, key: str | None) -> dict[str, float]:
+    def wrk(
+        self, url: str, paths_file: Path, key: str | None, rate: float | None = None
+    ) -> dict[str, float]:
+        """One ``wrk`` run over the paths in ``paths_file``: at saturation, or paced at
+        ``rate`` requests/s in all (each thread sending its share on a fixed schedule)."""
         options = self.options
+        paced = [key or "-", f"{rate / options.wrk_threads:.1f}"] if rate else [key] if key else []
         command = [
             "wrk",
             f"-t{options.wrk_threads}",
@@ -428,7 +441,7 @@ class Suite:
             url,
             "--",
             str(paths_file),
-            *([key] if key else []),
+            *paced,
         ]
         out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         line = next(x for x in out.splitlines() if x.startswith("BENCH_JSON "))

@@ -32,9 +32,9 @@ def stream_controls(
     Streams that always read their whole list (the catalog, internal operations) need no
     config: a full refresh of them is a run of the asset.
     """
-    from assets.serving import SYNCED_ASSETS
+    from assets.serving import SYNCED_KEYS
 
-    known = {asset.key.to_user_string() for asset in SYNCED_ASSETS}
+    known = {key.to_user_string() for key in SYNCED_KEYS}
     ops: dict[str, dict] = {}
     for stream in full_refresh or []:
         if stream not in known:

@@ -146,9 +146,8 @@ def test_sigkill_at_random_moments_then_one_run_resumes_and_equals_the_upstream(
         for key in crash_upstream.state.leads.keys
         if key > (committed["CreatedDate"], committed["Id"])
     )
-    chosen = [a for a in SYNCED_AND_PUBLISHED if a.key.path[-1] in STREAMS]
     resources = resources_for(tmp_path, crash_upstream.url, object_store)
-    result = dg.materialize(chosen, resources=resources)
+    result = dg.materialize(SYNCED_AND_PUBLISHED, selection=list(STREAMS), resources=resources)
     assert result.success
     metadata = metadata_by_asset(result)
     # The lead walk resumed at the committed cursor (plus at most one page read again).
@@ -220,9 +219,8 @@ def test_sigkill_mid_publish_keeps_the_previous_snapshot_serving_and_the_next_ru
 
     last = snapshots.current(snapshots_dir)
     assert last is not None and staging_bytes(snapshots_dir) >= 0
-    chosen = [a for a in SYNCED_AND_PUBLISHED if a.key.path[-1] in STREAMS]
     resources = resources_for(tmp_path, crash_upstream.url, object_store)
-    result = dg.materialize(chosen, resources=resources)
+    result = dg.materialize(SYNCED_AND_PUBLISHED, selection=list(STREAMS), resources=resources)
     assert result.success
     published = snapshots.current(snapshots_dir)
     assert published is not None and published.version != last.version

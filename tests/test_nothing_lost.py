@@ -22,7 +22,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.serving import SYNCED_ASSETS
+from assets.serving import SYNCED_KEYS
 from ductwork.contract.encoding import loads, quote_sku
 from ductwork.contract.paths import LEADS, UNIT_SLUGS
 from ductwork.settings import HomeSettings
@@ -50,9 +50,9 @@ FAULTY = Faults(
 )
 # Every synced stream whose records come from the upstream's JSON reports its drift.
 SYNCED_STREAMS = [
-    asset.key.path[-1]
-    for asset in SYNCED_ASSETS
-    if asset.key.path[-1] != "internal_manuals"  # listed from the object store, not JSON
+    key.path[-1]
+    for key in SYNCED_KEYS
+    if key.path[-1] != "internal_manuals"  # listed from the object store, not JSON
 ]
 # Columns that say when this run wrote a row or a bookmark, not what the upstream holds.
 RUN_TIME_COLUMNS = {"synced_at"}

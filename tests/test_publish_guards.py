@@ -18,11 +18,11 @@ from tests.conftest import home_with_published_snapshot
 
 def run_manuals_check(home: Path) -> dg.AssetCheckResult:
     """The manuals table's blocking check, run on ``home``."""
-    asset, rule = keys_unique_and_present(internal_manuals, "manuals", ["key"])
+    key, rule = keys_unique_and_present(internal_manuals.key, "manuals", ["key"])
     settings = HomeSettings(home=home)
     with ExitStack() as stack:
         inputs = CheckInputs.standalone(
-            asset.key,
+            key,
             DuckDBResource(database=str(settings.warehouse_path)),
             DataHome(path=str(home)),
             stack,

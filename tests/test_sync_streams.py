@@ -252,12 +252,17 @@ def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
 def test_a_sync_into_a_data_folder_that_does_not_exist_yet_creates_it(
     upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
-    from assets.catalog import catalog_items
+    from assets.catalog import catalog
 
     home = tmp_path / "not" / "there" / "yet"
     result = dg.materialize(
-        [catalog_items], resources=resources_for(home, upstream.url, object_store)
+        [catalog],
+        selection=["catalog_items"],
+        resources=resources_for(home, upstream.url, object_store),
     )
     assert result.success
+    materialized = [e.asset_key for e in result.get_asset_materialization_events()]
+    assert materialized == [dg.AssetKey("catalog_items")]  # the subset, not all eight lists
     with duckdb.connect(str(HomeSettings(home=home).warehouse_path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM catalog_items").fetchall()[0][0] > 0
+        assert con.execute("SELECT count(*) FROM units").fetchall()[0][0] == 0
