@@ -115,6 +115,8 @@ def pairing_product_rows(pairings: list[Record]) -> pa.Table:
 
 # Whether the stored content was already what was read, and metadata of the list's own.
 StoreOutcome = tuple[bool, dict[str, int]]
+# Stores a list's records (the content read, named after the list) unless already stored.
+ListStore = Callable[[duckdb.DuckDBPyConnection, list[Record], ListContent], StoreOutcome]
 
 
 def _by_sku(record: Record) -> Hashable:
@@ -125,8 +127,9 @@ def _by_relationship(record: Record) -> Hashable:
     return int(record["relationshipId"])
 
 
-def _store_catalog_items(con: duckdb.DuckDBPyConnection, records: list[Record]) -> StoreOutcome:
-    content = ListContent.of("catalog_items", records)
+def _store_catalog_items(
+    con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent
+) -> StoreOutcome:
     if content.already_stored(con, "catalog_items"):
         return True, {}
     table = rows_table(records, catalog_item_row, CATALOG_ITEM_SCHEMA)
@@ -134,12 +137,13 @@ def _store_catalog_items(con: duckdb.DuckDBPyConnection, records: list[Record]) 
     return False, {}
 
 
-def _unit_store(slug: str) -> Callable[[duckdb.DuckDBPyConnection, list[Record]], StoreOutcome]:
+def _unit_store(slug: str) -> ListStore:
     """The writer of one typed unit list: its slice of ``units``."""
     row_of = unit_row_for(slug)
 
-    def store(con: duckdb.DuckDBPyConnection, records: list[Record]) -> StoreOutcome:
-        content = ListContent.of(slug.replace("-", "_"), records)
+    def store(
+        con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent
+    ) -> StoreOutcome:
         if content.already_stored(con, "units", "unit_type = ?", [slug]):
             return True, {}
         table = rows_table(records, row_of, UNIT_SCHEMA)
@@ -149,9 +153,10 @@ def _unit_store(slug: str) -> Callable[[duckdb.DuckDBPyConnection, list[Record]]
     return store
 
 
-def _store_pairings(con: duckdb.DuckDBPyConnection, records: list[Record]) -> StoreOutcome:
+def _store_pairings(
+    con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent
+) -> StoreOutcome:
     """``pairings`` and ``pairing_products`` together."""
-    content = ListContent.of("pairings", records)
     unchanged = content.already_stored(con, "pairings")
     if not unchanged:
         table = rows_table(records, pairing_row, PAIRING_SCHEMA)
@@ -173,7 +178,7 @@ class CatalogList:
     name: str
     path: str
     key: Callable[[Record], Hashable]
-    store: Callable[[duckdb.DuckDBPyConnection, list[Record]], StoreOutcome]
+    store: ListStore
     shape: RecordShape
     description: str
 
@@ -205,7 +210,8 @@ def _mirror(
     """Read one list whole, store it unless unchanged, and report what it cost."""
     fetched = fetch(upstream, lambda client: read_whole_list(client, item.path, item.key))
     read = fetched.value
-    unchanged, extra = item.store(con, read.records)
+    content = ListContent.of(item.name, read.records)
+    unchanged, extra = item.store(con, read.records, content)
     return dg.MaterializeResult(
         asset_key=item.name,
         metadata=run_metadata(
@@ -216,7 +222,7 @@ def _mirror(
             pages=read.pages,
             reported_total=read.reported_total,
             reads=read.attempts,
-            **item.shape.drift(read.records),
+            **content.drift(con, item.shape, read.records),
         ),
     )
 

@@ -200,7 +200,7 @@ COMMENT ON COLUMN product_images.error IS 'Why the copy failed, if it did.';
 COMMENT ON COLUMN product_images.synced_at IS 'When the sync stored the row.';
 
 -- sync_state.sql
-COMMENT ON TABLE stream_state IS 'Bookmarks of incremental streams, and digests of what whole-list streams last stored (under the stream name plus `.content`), written with the rows they cover; `warehouse.schema` holds the digest of the DDL last applied.';
+COMMENT ON TABLE stream_state IS 'Bookmarks of incremental streams, and digests of what whole-list streams last stored (under the stream name plus `.content`, and their schema-drift counts under `.drift`), written with the rows they cover; `warehouse.schema` holds the digest of the DDL last applied.';
 COMMENT ON COLUMN stream_state.stream IS 'Stream (asset) name.';
 COMMENT ON COLUMN stream_state.bookmark IS 'Where the next incremental run resumes, or the digest and row count of a whole list (JSON).';
 COMMENT ON COLUMN stream_state.updated_at IS 'When the bookmark moved.';
