@@ -2,8 +2,8 @@
 
 A check is a ``CheckRule``: a name, a description and a verdict computed from ``CheckInputs``.
 ``grouped_checks`` turns the rules of several assets into one multi-check, so that they share
-one step and one warehouse connection: a step costs about 25 ms and opening the warehouse about
-20 ms, and a run with nothing new to sync is mostly such fixed costs.
+one step and one warehouse connection: a step costs Dagster about 25 ms, and a run with nothing
+new to sync is mostly such fixed costs.
 """
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
