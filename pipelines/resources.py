@@ -44,8 +44,10 @@ class Warehouse(DuckDBResource):
     in the process, each open starts a DuckDB instance afresh (about 30 ms, even in memory) and
     each close after a write checkpoints; one connection held for the run makes every other
     open and close cost well under a millisecond. The instance runs one run at a time (its run
-    queue), and the warehouse has no other reader, so holding the file for the run locks no one
-    out. Outside a run (no setup), it is the plain resource.
+    queue) and the warehouse has no other reader, so holding the file for the run keeps out no
+    other run; a ``ductwork sync`` started beside a run, outside the queue, waits for the run to
+    end (and fails after dagster-duckdb's retries, about 100 s). Outside a run (no setup), it is
+    the plain resource.
     """
 
     _held: ExitStack | None = PrivateAttr(default=None)

@@ -1,0 +1,86 @@
+"""How a run holds the working warehouse, and how a page of leads is compared with it.
+
+Real DuckDB files; the lock is probed from another process, as any other reader would meet it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+from dagster_duckdb import DuckDBResource
+
+from assets.crm import _store_leads
+from assets.loading import open_warehouse
+from pipelines.resources import Warehouse
+
+PROBE = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close()"
+
+
+def another_process_can_open(path: Path) -> bool:
+    """Whether a reader in another process gets the file (DuckDB refuses it while a
+    read-write instance holds it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(path)], capture_output=True, timeout=120
+    )
+    return done.returncode == 0
+
+
+def test_a_run_holds_the_warehouse_between_its_steps_and_releases_it_when_it_fails(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "data" / "warehouse.duckdb"
+    seen: dict[str, bool] = {}
+
+    @dg.asset
+    def writes(warehouse: DuckDBResource) -> None:
+        with open_warehouse(warehouse) as con:
+            con.execute("CREATE TABLE written AS SELECT 1 AS x")
+        # this step's own connection is closed: what still holds the file is the run
+        seen["held_after_the_step_closed"] = not another_process_can_open(path)
+
+    @dg.asset(deps=[writes])
+    def fails(warehouse: DuckDBResource) -> None:
+        with open_warehouse(warehouse):
+            raise RuntimeError("a step that fails")
+
+    result = dg.materialize(
+        [writes, fails],
+        resources={"warehouse": Warehouse(database=str(path))},
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    assert seen == {"held_after_the_step_closed": True}
+    assert another_process_can_open(path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT x FROM written").fetchall() == [(1,)]
+
+
+def lead(lead_id: str, created: str) -> dict[str, str]:
+    return {"Id": lead_id, "CreatedDate": created, "Status": "Open", "Name": lead_id}
+
+
+def test_a_lead_whose_created_date_moved_is_updated_in_place_and_versioned(
+    tmp_path: Path,
+) -> None:
+    """A page is compared only with stored leads inside its own CreatedDate range; a lead
+    that moved out of that range upstream must still be updated, not duplicated or lost."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    january, june, july = (f"2025-{m}-01T00:00:00.000Z" for m in ("01", "06", "07"))
+    with open_warehouse(resource) as con:
+        _store_leads(con, [lead("L1", january), lead("L2", june)], None)
+        _store_leads(con, [lead("L2", june), lead("L1", july)], None)
+
+        stored = con.execute("SELECT id, created_date_text FROM leads ORDER BY id").fetchall()
+        versions = con.execute(
+            "SELECT id, count(*) FROM lead_history GROUP BY id ORDER BY id"
+        ).fetchall()
+        queued = con.execute("SELECT count(*) FROM lead_detail_queue").fetchall()[0][0]
+
+    assert stored == [("L1", july), ("L2", june)]
+    assert versions == [("L1", 2), ("L2", 1)]
+    assert queued == 2  # neither has details yet
