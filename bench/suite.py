@@ -429,7 +429,10 @@ class Suite:
         """One ``wrk`` run over the paths in ``paths_file``: at saturation, or paced at
         ``rate`` requests/s in all (each thread sending its share on a fixed schedule)."""
         options = self.options
-        paced = [key or "-", f"{rate / options.wrk_threads:.1f}"] if rate else [key] if key else []
+        # paths.lua's arguments after the paths file: the key ("-" for none), then the rate
+        script_args = [key or "-"]
+        if rate:
+            script_args.append(f"{rate / options.wrk_threads:.1f}")
         command = [
             "wrk",
             f"-t{options.wrk_threads}",
@@ -441,7 +444,7 @@ class Suite:
             url,
             "--",
             str(paths_file),
-            *paced,
+            *script_args,
         ]
         out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         line = next(x for x in out.splitlines() if x.startswith("BENCH_JSON "))
