@@ -13,9 +13,10 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present, pairing_products_resolve
-from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, fetch, run_metadata
-from assets.list_reader import read_whole_list
+from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, Fetched, fetch, run_metadata
+from assets.list_reader import ListRead, PagesDigest, digest_pages, read_whole_list
 from assets.loading import (
+    Held,
     ListContent,
     Record,
     Replacement,
@@ -30,6 +31,7 @@ from assets.loading import (
 from assets.schema_drift import CATALOG_ITEM_RECORD, PAIRING_RECORD, UNIT_RECORD, RecordShape
 from ductwork.contract import paths
 from pipelines.resources import UpstreamResource
+from pipelines.upstream_client import UpstreamClient
 
 GROUP = "catalog"
 KINDS = {"api", "duckdb"}
@@ -113,10 +115,8 @@ def pairing_product_rows(pairings: list[Record]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PAIRING_PRODUCT_SCHEMA)
 
 
-# Whether the stored content was already what was read, and metadata of the list's own.
-StoreOutcome = tuple[bool, dict[str, int]]
-# Stores a list's records (the content read, named after the list) unless already stored.
-ListStore = Callable[[duckdb.DuckDBPyConnection, list[Record], ListContent], StoreOutcome]
+# Writes a list's records (the content read, named after the list) in place of the stored ones.
+ListWrite = Callable[[duckdb.DuckDBPyConnection, list[Record], ListContent], None]
 
 
 def _by_sku(record: Record) -> Hashable:
@@ -127,48 +127,45 @@ def _by_relationship(record: Record) -> Hashable:
     return int(record["relationshipId"])
 
 
-def _store_catalog_items(
+def _write_catalog_items(
     con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent
-) -> StoreOutcome:
-    if content.already_stored(con, "catalog_items"):
-        return True, {}
+) -> None:
     table = rows_table(records, catalog_item_row, CATALOG_ITEM_SCHEMA)
     replace_rows(con, Replacement("catalog_items", table), content=content)
-    return False, {}
 
 
-def _unit_store(slug: str) -> ListStore:
+def _unit_write(slug: str) -> ListWrite:
     """The writer of one typed unit list: its slice of ``units``."""
     row_of = unit_row_for(slug)
 
-    def store(
-        con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent
-    ) -> StoreOutcome:
-        if content.already_stored(con, "units", "unit_type = ?", [slug]):
-            return True, {}
+    def write(con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent) -> None:
         table = rows_table(records, row_of, UNIT_SCHEMA)
         replace_rows(con, Replacement("units", table, "unit_type = ?", [slug]), content=content)
-        return False, {}
 
-    return store
+    return write
 
 
-def _store_pairings(
+def _write_pairings(
     con: duckdb.DuckDBPyConnection, records: list[Record], content: ListContent
-) -> StoreOutcome:
+) -> None:
     """``pairings`` and ``pairing_products`` together."""
-    unchanged = content.already_stored(con, "pairings")
-    if not unchanged:
-        table = rows_table(records, pairing_row, PAIRING_SCHEMA)
-        products = pairing_product_rows(records)
-        replace_rows(
-            con,
-            Replacement("pairings", table),
-            Replacement("pairing_products", products),
-            content=content,
-        )
+    table = rows_table(records, pairing_row, PAIRING_SCHEMA)
+    products = pairing_product_rows(records)
+    replace_rows(
+        con,
+        Replacement("pairings", table),
+        Replacement("pairing_products", products),
+        content=content,
+    )
+
+
+def _no_facts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    return {}
+
+
+def _pairing_facts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     slots = con.execute("SELECT count(*) FROM pairing_products").fetchall()[0][0]
-    return unchanged, {"product_slots": slots}
+    return {"product_slots": slots}
 
 
 @dataclass(frozen=True)
@@ -178,53 +175,102 @@ class CatalogList:
     name: str
     path: str
     key: Callable[[Record], Hashable]
-    store: ListStore
+    write: ListWrite
+    held: Held
     shape: RecordShape
     description: str
+    facts: Callable[[duckdb.DuckDBPyConnection], dict[str, int]] = _no_facts
 
 
 CATALOG_LISTS: list[CatalogList] = [
     CatalogList(
-        "catalog_items", paths.PRODUCTS_LIST, _by_sku, _store_catalog_items, CATALOG_ITEM_RECORD,
+        "catalog_items", paths.PRODUCTS_LIST, _by_sku, _write_catalog_items,
+        Held("catalog_items"), CATALOG_ITEM_RECORD,
         "Every product of /products/v2.0/products (SKU, SRN, type, link), by SKU.",
     ),
     *(
         CatalogList(
-            slug.replace("-", "_"), paths.unit_path(slug), _by_sku, _unit_store(slug),
-            UNIT_RECORD, f"Full unit records of /products/v2.0/{slug}, in table `units`.",
+            slug.replace("-", "_"), paths.unit_path(slug), _by_sku, _unit_write(slug),
+            Held("units", "unit_type = ?", (slug,)), UNIT_RECORD,
+            f"Full unit records of /products/v2.0/{slug}, in table `units`.",
         )
         for slug in paths.UNIT_SLUGS
     ),
     CatalogList(
-        "pairings", paths.PAIRINGS_LIST, _by_relationship, _store_pairings, PAIRING_RECORD,
+        "pairings", paths.PAIRINGS_LIST, _by_relationship, _write_pairings, Held("pairings"),
+        PAIRING_RECORD,
         "Pairings and relationships (up to 3 products each) from /products/v2.0/pairings, in "
         "tables `pairings` and `pairing_products`.",
+        _pairing_facts,
     ),
 ]  # fmt: skip
 CATALOG_KEYS: list[dg.AssetKey] = [dg.AssetKey(item.name) for item in CATALOG_LISTS]
 
 
-def _mirror(
-    upstream: UpstreamResource, con: duckdb.DuckDBPyConnection, item: CatalogList
+def _report(
+    item: CatalogList,
+    con: duckdb.DuckDBPyConnection,
+    fetched: Fetched[Any],
+    rows: int,
+    unchanged: bool,
+    pages: int,
+    reported_total: int,
+    reads: int,
+    drift: dict[str, int],
 ) -> dg.MaterializeResult:
-    """Read one list whole, store it unless unchanged, and report what it cost."""
-    fetched = fetch(upstream, lambda client: read_whole_list(client, item.path, item.key))
-    read = fetched.value
-    content = ListContent.of(item.name, read.records)
-    unchanged, extra = item.store(con, read.records, content)
+    """The list's metadata; ``reads`` is 0 when the pages were found unchanged unparsed."""
     return dg.MaterializeResult(
         asset_key=item.name,
         metadata=run_metadata(
             fetched,
-            len(read.records),
+            rows,
             unchanged=unchanged,
-            **extra,
-            pages=read.pages,
-            reported_total=read.reported_total,
-            reads=read.attempts,
-            **content.drift(con, item.shape, read.records),
+            **item.facts(con),
+            pages=pages,
+            reported_total=reported_total,
+            reads=reads,
+            **drift,
         ),
     )
+
+
+def _mirror(
+    upstream: UpstreamResource, con: duckdb.DuckDBPyConnection, item: CatalogList
+) -> dg.MaterializeResult:
+    """Store one list unless unchanged, and report what it cost.
+
+    A list whose last write is still held is first fetched unparsed, and its pages' digest
+    compared with the stored one (the catalog has no ``updatedAfter``). Only a list that
+    differs is read in full and parsed, which fetches it a second time.
+    """
+    stored = ListContent.last_stored(con, item.name)
+    known_drift = None
+    if stored is not None and stored.already_stored(con, item.held):
+        known_drift = stored.recorded_drift(con)
+
+    async def read(client: UpstreamClient) -> PagesDigest | ListRead:
+        if stored is not None and known_drift is not None:
+            probed = await digest_pages(client, item.path)
+            if probed.digest == stored.digest:
+                return probed
+        return await read_whole_list(client, item.path, item.key)
+
+    fetched = fetch(upstream, read)
+    whole = fetched.value
+    if not isinstance(whole, ListRead):  # the very pages last stored, found unparsed
+        return _report(
+            item, con, fetched, whole.reported_total, True, whole.pages, whole.reported_total,
+            0, known_drift or {},
+        )  # fmt: skip
+    content = ListContent(item.name, whole.digest, len(whole.records))
+    unchanged = content.already_stored(con, item.held)
+    if not unchanged:
+        item.write(con, whole.records, content)
+    drift = content.drift(con, item.shape, whole.records)
+    return _report(
+        item, con, fetched, len(whole.records), unchanged, whole.pages, whole.reported_total,
+        whole.attempts, drift,
+    )  # fmt: skip
 
 
 @dg.multi_asset(

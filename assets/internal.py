@@ -12,7 +12,10 @@ from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present
 from assets.ingest import fetch, ingest_asset, run_metadata
+from assets.list_reader import bodies_digest
 from assets.loading import (
+    Held,
+    ListContent,
     Record,
     Replacement,
     open_warehouse,
@@ -147,26 +150,31 @@ INDOOR_MODEL_SCHEMA = pa.schema(
 def internal_indoor_models(
     upstream: UpstreamResource, warehouse: DuckDBResource
 ) -> dg.MaterializeResult:
-    """Mirror the indoor models list, in the upstream's order."""
-    fetched = fetch(upstream, lambda client: client.get_json(INDOOR_MODELS, auth=False))
-    models = [m for m in fetched.value.get("data") or [] if isinstance(m, dict)]
-    ordinals = iter(range(len(models)))
-    table = rows_table(
-        models,
-        lambda m: {
-            "ordinal": next(ordinals),
-            "model": text_or_none(m.get("model")),
-            "sku": text_or_none(m.get("sku")),
-            "series": text_or_none(m.get("series")),
-            "family": text_or_none(m.get("family")),
-            "capacity_btuh": _number(m.get("capacityBtuh")),
-        },
-        INDOOR_MODEL_SCHEMA,
-    )
+    """Mirror the indoor models list, in the upstream's order; an answer byte for byte the one
+    last stored is not written again."""
+    fetched = fetch(upstream, lambda client: client.get(INDOOR_MODELS, auth=False, parse_json=True))
+    models = [m for m in fetched.value.document.get("data") or [] if isinstance(m, dict)]
+    content = ListContent("internal_indoor_models", bodies_digest(fetched.value.body), len(models))
     with open_warehouse(warehouse) as con:
-        replace_rows(con, Replacement("indoor_models", table))
+        unchanged = content.already_stored(con, Held("indoor_models"))
+        if not unchanged:
+            ordinals = iter(range(len(models)))
+            table = rows_table(
+                models,
+                lambda m: {
+                    "ordinal": next(ordinals),
+                    "model": text_or_none(m.get("model")),
+                    "sku": text_or_none(m.get("sku")),
+                    "series": text_or_none(m.get("series")),
+                    "family": text_or_none(m.get("family")),
+                    "capacity_btuh": _number(m.get("capacityBtuh")),
+                },
+                INDOOR_MODEL_SCHEMA,
+            )
+            replace_rows(con, Replacement("indoor_models", table), content=content)
+        drift = content.drift(con, INDOOR_MODEL_RECORD, models)
     return dg.MaterializeResult(
-        metadata=run_metadata(fetched, table.num_rows, **INDOOR_MODEL_RECORD.drift(models))
+        metadata=run_metadata(fetched, len(models), unchanged=unchanged, **drift)
     )
 
 

@@ -3,10 +3,14 @@
 The upstream's data may change while we page (positions shift under page/count). A read is
 accepted only when every page reported the same total and the records, unique by key, number
 exactly that total; otherwise the list is read again, a bounded number of times.
+
+Every read also digests the pages' raw bodies, so that a later run can tell whether the list
+is still what was stored without parsing it (``digest_pages``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +28,31 @@ class ListRead:
     reported_total: int
     pages: int
     attempts: int
+    digest: str  # of the pages' raw bodies, as ``digest_pages`` computes it
+
+
+@dataclass(frozen=True)
+class PagesDigest:
+    """A digest of a list's raw page bodies, in page order, and what its first page says."""
+
+    digest: str
+    pages: int
+    reported_total: int
+
+
+class _PageHasher:
+    """Digests page bodies in order (each body's length first, so no two sequences of pages
+    run together into the same bytes)."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.blake2b(digest_size=16)
+
+    def add(self, body: bytes) -> None:
+        self._hash.update(len(body).to_bytes(8, "big"))
+        self._hash.update(body)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
 
 
 def records_of(body: Mapping[str, Any]) -> list[Record]:
@@ -56,16 +85,45 @@ async def read_whole_list(
         by_key: dict[Hashable, Record] = {}
         totals: set[int] = set()
         pages = 0
-        async for body in client.iter_pages(path, params):
+        hasher = _PageHasher()
+        async for answer in client.iter_page_answers(path, params):
             pages += 1
-            totals.add(total_of(body))
-            for record in records_of(body):
+            hasher.add(answer.body)
+            totals.add(total_of(answer.document))
+            for record in records_of(answer.document):
                 by_key[key(record)] = record
         total = totals.pop() if len(totals) == 1 else -1
         if total == len(by_key):
-            return ListRead(list(by_key.values()), total, pages, attempt)
+            return ListRead(list(by_key.values()), total, pages, attempt, hasher.hexdigest())
         seen_totals.append(len(by_key))
     raise UpstreamError(
         f"{path}: the list kept changing while it was read ({max_attempts} attempts, "
         f"records per attempt {seen_totals}); nothing was written"
     )
+
+
+def bodies_digest(*bodies: bytes) -> str:
+    """The digest ``digest_pages`` gives pages with these raw bodies, in this order."""
+    hasher = _PageHasher()
+    for body in bodies:
+        hasher.add(body)
+    return hasher.hexdigest()
+
+
+async def digest_pages(
+    client: UpstreamClient, path: str, params: Params | None = None
+) -> PagesDigest:
+    """Fetch every page of ``path`` and digest the raw bodies, parsing only the first.
+
+    Equal to the ``digest`` of an earlier ``read_whole_list`` exactly when every page came back
+    byte for byte the same, so the list need not be parsed again. Pages that differ (a change,
+    or a malformed body) simply digest differently: the caller then reads the list in full.
+    """
+    hasher = _PageHasher()
+    pages, total = 0, -1
+    async for answer in client.iter_page_answers(path, params, parse=False):
+        if pages == 0:
+            total = total_of(answer.document)
+        pages += 1
+        hasher.add(answer.body)
+    return PagesDigest(hasher.hexdigest(), pages, total)

@@ -76,8 +76,22 @@ class Replacement:
 
 
 @dataclass(frozen=True)
+class Held:
+    """Where a whole list is stored: a table, or the slice of it that ``where`` selects (an
+    identifier and a predicate written in this codebase, as in ``Replacement``)."""
+
+    table: str
+    where: str | None = None
+    params: tuple[object, ...] = ()
+
+
+def _list_bookmark(stream: str, kind: str) -> str:
+    return f"{stream}.{kind}"
+
+
+@dataclass(frozen=True)
 class ListContent:
-    """What a whole-list read brought: a digest of its records in order, and their number.
+    """What a whole-list read brought: a digest of its pages, and its number of records.
 
     Lists without ``updatedAfter`` are read in full on every run; when a read brings exactly
     what the last write stored, the rewrite (and its cost) is skipped.
@@ -87,32 +101,32 @@ class ListContent:
     digest: str
     rows: int
 
-    @classmethod
-    def of(cls, stream: str, records: Sequence[Record]) -> ListContent:
-        """The content of ``records`` as read for ``stream``."""
-        digest = hashlib.blake2b(dumps(list(records)), digest_size=16).hexdigest()
-        return cls(stream, digest, len(records))
-
     @property
     def bookmark_key(self) -> str:
         """Its key in ``stream_state``."""
-        return f"{self.stream}.content"
+        return _list_bookmark(self.stream, "content")
 
-    def already_stored(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        table: str,
-        where: str | None = None,
-        params: Sequence[object] = (),
-    ) -> bool:
-        """Whether the last write stored this very content and the table (or the slice that
-        ``where`` selects, as in ``Replacement``) still holds that many rows."""
-        saved = read_bookmark(con, self.bookmark_key)
-        if saved != {"digest": self.digest, "rows": self.rows}:
+    @classmethod
+    def last_stored(cls, con: duckdb.DuckDBPyConnection, stream: str) -> ListContent | None:
+        """The content the last write of ``stream`` recorded, if any."""
+        saved = read_bookmark(con, _list_bookmark(stream, "content"))
+        return None if saved is None else cls(stream, saved["digest"], saved["rows"])
+
+    def already_stored(self, con: duckdb.DuckDBPyConnection, held: Held) -> bool:
+        """Whether the last write stored this very content and ``held`` still holds that
+        many rows."""
+        if self.last_stored(con, self.stream) != self:
             return False
-        condition = f" WHERE {where}" if where else ""
-        rows = con.execute(f"SELECT count(*) FROM {table}{condition}", list(params))
+        condition = f" WHERE {held.where}" if held.where else ""
+        rows = con.execute(f"SELECT count(*) FROM {held.table}{condition}", list(held.params))
         return rows.fetchall()[0][0] == self.rows
+
+    def recorded_drift(self, con: duckdb.DuckDBPyConnection) -> dict[str, int] | None:
+        """The schema-drift counts recorded for this very content, if any."""
+        saved = read_bookmark(con, _list_bookmark(self.stream, "drift"))
+        if saved is None or saved.get("digest") != self.digest:
+            return None
+        return dict(saved["counts"])
 
     def drift(
         self, con: duckdb.DuckDBPyConnection, shape: RecordShape, records: Sequence[Record]
@@ -120,12 +134,11 @@ class ListContent:
         """The schema-drift counts of ``records`` (this content): as recorded for this very
         digest, or counted now and recorded. Counting looks at every member of every record
         (about 0.14 s for the catalog); a list read unchanged need not count again."""
-        key = f"{self.stream}.drift"
-        saved = read_bookmark(con, key)
-        if saved is not None and saved.get("digest") == self.digest:
-            return dict(saved["counts"])
-        counts = shape.drift(records)
-        write_bookmark(con, key, {"digest": self.digest, "counts": counts})
+        counts = self.recorded_drift(con)
+        if counts is None:
+            counts = shape.drift(records)
+            record = {"digest": self.digest, "counts": counts}
+            write_bookmark(con, _list_bookmark(self.stream, "drift"), record)
         return counts
 
 

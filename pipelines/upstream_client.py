@@ -220,18 +220,36 @@ class UpstreamClient:
         The first page is read alone for ``totalPages``; the rest are fetched concurrently, at
         most a window of pages ahead of the consumer so memory stays bounded.
         """
+        answers = self.iter_page_answers(path, params, count=count, first_page=first_page)
+        async for answer in answers:
+            yield answer.document
+
+    async def iter_page_answers(
+        self,
+        path: str,
+        params: Params | None = None,
+        *,
+        count: int = 1000,
+        first_page: int = 1,
+        parse: bool = True,
+    ) -> AsyncIterator[Answer]:
+        """``iter_pages``, yielding each page's answer: its raw body, and its parsed body too
+        unless ``parse`` is false (the first page is always parsed, for ``totalPages``; the
+        others are then taken as they come, JSON or not)."""
         base = dict(params or {})
-        first = await self.get_json(path, {**base, "count": count, "page": first_page})
+        first = await self.get(path, {**base, "count": count, "page": first_page}, parse_json=True)
         yield first
-        pages = _pagination_of(first).get("totalPages", 0)
+        pages = _pagination_of(first.document).get("totalPages", 0)
         window = max(2, 2 * self._concurrency)
-        pending: dict[int, asyncio.Task[Any]] = {}
+        pending: dict[int, asyncio.Task[Answer]] = {}
         next_page = first_page + 1
         try:
             for page in range(first_page + 1, pages + 1):
                 while next_page <= pages and next_page < page + window:
                     params_n = {**base, "count": count, "page": next_page}
-                    pending[next_page] = asyncio.ensure_future(self.get_json(path, params_n))
+                    pending[next_page] = asyncio.ensure_future(
+                        self.get(path, params_n, parse_json=parse)
+                    )
                     next_page += 1
                 yield await pending.pop(page)
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from fastapi import Request, Response
 
 from ductwork.contract.errors import JSON, ApiError, ErrorAnswer, render
@@ -9,17 +11,42 @@ from ductwork.contract.paths import family_of
 from serve.live_snapshot import ServingState
 
 
+@lru_cache(maxsize=4)
+def _snapshot_headers(etag: str, version: str) -> tuple[tuple[bytes, bytes], ...]:
+    """Every answer's headers naming its snapshot, encoded once per snapshot."""
+    return (
+        (b"etag", etag.encode()),
+        (b"x-snapshot-version", version.encode()),
+        # Keyed data: only the caller may keep it, and must revalidate (cheaply, by ETag).
+        (b"cache-control", b"private, no-cache"),
+    )
+
+
+class _ReadyJson(Response):
+    """A 200 JSON answer whose header lines are ready-made: building them through
+    ``Response.__init__`` costs more than the rest of a SKU lookup."""
+
+    media_type = JSON
+
+    def __init__(self, body: bytes, snapshot_headers: tuple[tuple[bytes, bytes], ...]) -> None:
+        self.status_code = 200
+        self.body = body
+        self.background = None
+        self.raw_headers = [
+            *snapshot_headers,
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", JSON.encode()),
+        ]
+
+
 def json_answer(request: Request, state: ServingState, body: bytes) -> Response:
     """200 with ``body``, or 304 when the caller already holds this snapshot's answer."""
-    headers = {
-        "ETag": state.etag,
-        "X-Snapshot-Version": state.version,
-        # Keyed data: only the caller may keep it, and must revalidate (cheaply, by ETag).
-        "Cache-Control": "private, no-cache",
-    }
+    headers = _snapshot_headers(state.etag, state.version)
     if request.headers.get("if-none-match") == state.etag:
-        return Response(status_code=304, headers=headers)
-    return Response(content=body, media_type=JSON, headers=headers)
+        answer = Response(status_code=304)
+        answer.raw_headers[:0] = headers
+        return answer
+    return _ReadyJson(body, headers)
 
 
 def error_response(error: ApiError, path: str) -> Response:

@@ -14,6 +14,7 @@ import duckdb
 import httpx
 import pytest
 
+from assets.catalog import CATALOG_KEYS
 from ductwork.contract.encoding import format_datetime, loads, parse_datetime
 from ductwork.contract.paths import UNIT_SLUGS
 from ductwork.local_server import serving
@@ -133,8 +134,17 @@ def test_sync_metadata_counts_rows_and_requests_and_never_shows_the_key(
 def test_no_change_incremental_run_asks_little_of_the_upstream(
     fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
-    sync(tmp_path, fresh_upstream, object_store)
+    first = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
     again = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
+    for key in CATALOG_KEYS:  # each list fetched once and found unchanged without parsing it
+        name = key.to_user_string()
+        assert first[name]["reads"] == 1 and not first[name]["unchanged"], name
+        assert again[name]["reads"] == 0 and again[name]["unchanged"], name
+        assert again[name]["requests"] == again[name]["pages"] == first[name]["pages"], name
+        assert again[name]["dagster/row_count"] == first[name]["dagster/row_count"], name
+    assert again["pairings"]["product_slots"] == first["pairings"]["product_slots"]
+    assert not first["internal_indoor_models"]["unchanged"]
+    assert again["internal_indoor_models"]["unchanged"]
     assert again["warehouse_digital_assets"]["requests"] <= 2
     assert again["warehouse_digital_assets"]["rows_upserted"] == 0
     assert again["warehouse_submittals"]["requests"] == 0

@@ -202,7 +202,7 @@ COMMENT ON COLUMN product_images.synced_at IS 'When the sync stored the row.';
 -- sync_state.sql
 COMMENT ON TABLE stream_state IS 'Bookmarks of incremental streams, and digests of what whole-list streams last stored (under the stream name plus `.content`, and their schema-drift counts under `.drift`), written with the rows they cover; `warehouse.schema` holds the digest of the DDL last applied.';
 COMMENT ON COLUMN stream_state.stream IS 'Stream (asset) name.';
-COMMENT ON COLUMN stream_state.bookmark IS 'Where the next incremental run resumes, or the digest and row count of a whole list (JSON).';
+COMMENT ON COLUMN stream_state.bookmark IS 'Where the next incremental run resumes, or a whole list''s digest (of its raw page bodies) and row count (JSON).';
 COMMENT ON COLUMN stream_state.updated_at IS 'When the bookmark moved.';
 COMMENT ON TABLE digital_asset_walk_ids IS 'Asset ids listed so far by an unfinished digital-asset page walk; emptied when the walk ends.';
 COMMENT ON COLUMN digital_asset_walk_ids.asset_id IS 'assetId listed by the walk in progress.';
