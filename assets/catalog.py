@@ -244,9 +244,8 @@ def _mirror(
     differs is read in full and parsed, which fetches it a second time.
     """
     stored = ListContent.last_stored(con, item.name)
-    known_drift = None
-    if stored is not None and stored.already_stored(con, item.held):
-        known_drift = stored.recorded_drift(con)
+    held = stored is not None and stored.still_held(con, item.held)
+    known_drift = stored.recorded_drift(con) if stored is not None and held else None
 
     async def read(client: UpstreamClient) -> PagesDigest | ListRead:
         if stored is not None and known_drift is not None:
@@ -263,7 +262,7 @@ def _mirror(
             0, known_drift or {},
         )  # fmt: skip
     content = ListContent(item.name, whole.digest, len(whole.records))
-    unchanged = content.already_stored(con, item.held)
+    unchanged = held and content == stored
     if not unchanged:
         item.write(con, whole.records, content)
     drift = content.drift(con, item.shape, whole.records)

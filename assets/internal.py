@@ -2,6 +2,7 @@
 
 import asyncio
 import hashlib
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -18,6 +19,7 @@ from assets.loading import (
     ListContent,
     Record,
     Replacement,
+    RowOf,
     open_warehouse,
     replace_rows,
     rows_table,
@@ -143,6 +145,19 @@ INDOOR_MODEL_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
+def _indoor_model_row() -> RowOf:
+    """A row builder for one pass over the indoor models, numbering them in list order."""
+    ordinals = itertools.count()
+    return lambda m: {
+        "ordinal": next(ordinals),
+        "model": text_or_none(m.get("model")),
+        "sku": text_or_none(m.get("sku")),
+        "series": text_or_none(m.get("series")),
+        "family": text_or_none(m.get("family")),
+        "capacity_btuh": _number(m.get("capacityBtuh")),
+    }
+
+
 @ingest_asset(
     group=GROUP,
     description="Indoor product models (no key; its 429 is routine: the client waits and retries).",
@@ -158,19 +173,7 @@ def internal_indoor_models(
     with open_warehouse(warehouse) as con:
         unchanged = content.already_stored(con, Held("indoor_models"))
         if not unchanged:
-            ordinals = iter(range(len(models)))
-            table = rows_table(
-                models,
-                lambda m: {
-                    "ordinal": next(ordinals),
-                    "model": text_or_none(m.get("model")),
-                    "sku": text_or_none(m.get("sku")),
-                    "series": text_or_none(m.get("series")),
-                    "family": text_or_none(m.get("family")),
-                    "capacity_btuh": _number(m.get("capacityBtuh")),
-                },
-                INDOOR_MODEL_SCHEMA,
-            )
+            table = rows_table(models, _indoor_model_row(), INDOOR_MODEL_SCHEMA)
             replace_rows(con, Replacement("indoor_models", table), content=content)
         drift = content.drift(con, INDOOR_MODEL_RECORD, models)
     return dg.MaterializeResult(

@@ -93,7 +93,7 @@ def _list_bookmark(stream: str, kind: str) -> str:
 class ListContent:
     """What a whole-list read brought: a digest of its pages, and its number of records.
 
-    Lists without ``updatedAfter`` are read in full on every run; when a read brings exactly
+    Lists without ``updatedAfter`` are fetched whole on every run; when a fetch brings exactly
     what the last write stored, the rewrite (and its cost) is skipped.
     """
 
@@ -112,14 +112,15 @@ class ListContent:
         saved = read_bookmark(con, _list_bookmark(stream, "content"))
         return None if saved is None else cls(stream, saved["digest"], saved["rows"])
 
-    def already_stored(self, con: duckdb.DuckDBPyConnection, held: Held) -> bool:
-        """Whether the last write stored this very content and ``held`` still holds that
-        many rows."""
-        if self.last_stored(con, self.stream) != self:
-            return False
+    def still_held(self, con: duckdb.DuckDBPyConnection, held: Held) -> bool:
+        """Whether ``held`` holds this content's number of rows."""
         condition = f" WHERE {held.where}" if held.where else ""
         rows = con.execute(f"SELECT count(*) FROM {held.table}{condition}", list(held.params))
         return rows.fetchall()[0][0] == self.rows
+
+    def already_stored(self, con: duckdb.DuckDBPyConnection, held: Held) -> bool:
+        """Whether the last write stored this very content and ``held`` still holds it."""
+        return self.last_stored(con, self.stream) == self and self.still_held(con, held)
 
     def recorded_drift(self, con: duckdb.DuckDBPyConnection) -> dict[str, int] | None:
         """The schema-drift counts recorded for this very content, if any."""

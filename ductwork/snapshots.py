@@ -77,8 +77,7 @@ def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
         for index, (table, columns) in enumerate(tables)
     )
     counted = con.execute(f"{sums} ORDER BY position").fetchall() if tables else []
-    rows = [(tables[index][0], count, total) for index, count, total in counted]
-    return ";".join(f"{table}:{count}:{total}" for table, count, total in rows)
+    return ";".join(f"{tables[index][0]}:{count}:{total}" for index, count, total in counted)
 
 
 def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Publication:
