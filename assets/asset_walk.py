@@ -4,7 +4,7 @@ Two ways, one result: every asset whose bookmark is later than the start.
 - ``page_walk`` fetches pages concurrently (fast). Assets that change while it pages shift the
   positions under page/count, so it reports whether the walk was self-consistent: one total on
   every page and exactly that many distinct ids. Its progress (pages done, totals seen) is
-  committed with every page, so a walk cut short resumes at the next page.
+  committed with the pages' rows, so a walk cut short resumes after the last committed page.
 - ``keyset_walk`` moves ``updatedAfter`` along the last bookmark seen, one page at a time. A
   changed asset only moves later, where the walk still meets it, so positions cannot shift
   under it; it is the fallback when the page walk was disturbed.
@@ -80,6 +80,10 @@ class PageWalkProgress:
         """The form kept in ``stream_state``."""
         start = None if self.start is None else list(self.start)
         return {"start": start, "pagesDone": self.pages_done, "totals": sorted(self.totals)}
+
+    def copy(self) -> PageWalkProgress:
+        """This progress as it stands, unaffected by pages the walk reads later."""
+        return PageWalkProgress(self.start, self.pages_done, set(self.totals))
 
     @classmethod
     def from_json(cls, saved: dict[str, Any]) -> PageWalkProgress:

@@ -100,3 +100,40 @@ async def fetch_and_store(
         writing = asyncio.ensure_future(asyncio.to_thread(store_batch, fetched))
     if writing is not None:
         await writing
+
+
+class PendingPages(Generic[T]):
+    """Pages read but not yet committed, committed together once they hold ``size`` records.
+
+    A transaction per page pays a page's worth of fixed costs (history versioning, the commit)
+    for every page; holding several pages per transaction cuts that many times over, and a run
+    that stops early still commits what it read: leaving ``async with`` commits the pages still
+    held, whether the block ended or raised. ``store`` takes the held pages, oldest first, in a
+    worker thread.
+    """
+
+    def __init__(self, store: Callable[[list[T]], None], size: int) -> None:
+        self._store = store
+        self._size = size
+        self._pages: list[T] = []
+        self._records = 0
+
+    async def __aenter__(self) -> PendingPages[T]:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.commit()
+
+    async def add(self, page: T, records: int) -> None:
+        """Hold a page of ``records`` records; commit the held pages once they reach ``size``."""
+        self._pages.append(page)
+        self._records += records
+        if self._records >= self._size:
+            await self.commit()
+
+    async def commit(self) -> None:
+        """Store the held pages now (nothing when none are held)."""
+        if not self._pages:
+            return
+        pages, self._pages, self._records = self._pages, [], 0
+        await asyncio.to_thread(self._store, pages)
