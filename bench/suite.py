@@ -169,6 +169,8 @@ class Findings:
     paced_rate: float = 0.0
     paced: list[dict[str, float]] = field(default_factory=list)
     startup: dict[str, float] = field(default_factory=dict)
+    # Wall time of each part of the suite, for where its budget goes.
+    part_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -179,6 +181,16 @@ class Suite:
         self.log = work / "children.log"
         self.found = Findings()
         self.homes = 0
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        """Add the wall time of the block to the part ``name``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - started
+            self.found.part_s[name] = self.found.part_s.get(name, 0.0) + spent
 
     def new_home(self) -> Path:
         self.homes += 1
@@ -253,13 +265,16 @@ class Suite:
         floors = self.options.floor_scales
         for _ in range(runs):
             if scale in floors:
-                seconds, requests = self.floor(up)
+                with self.part(f"fetch floor on httpx ({scale})"):
+                    seconds, requests = self.floor(up)
                 self.found.floor[scale].append(seconds)
                 self.found.floor_requests[scale] = requests
-                tight, _ = self.floor(up, "aiohttp")
+                with self.part(f"fetch floor on aiohttp ({scale})"):
+                    tight, _ = self.floor(up, "aiohttp")
                 self.found.aiohttp_floor[scale].append(tight)
                 print(f"[{scale}] floor {seconds:.1f}s (aiohttp {tight:.1f}s)", flush=True)
-            run = self.sync(up, self.new_home())
+            with self.part(f"full syncs ({scale})"):
+                run = self.sync(up, self.new_home())
             self.found.full[scale].append(run)
             print(
                 f"[{scale}] full sync {run.seconds:.1f}s, {run.peak_rss / MIB:.0f} MiB", flush=True
@@ -276,7 +291,8 @@ class Suite:
             self.found.peer_skipped[scale] = self.peer_skip_reason(scale)
             return
         for _ in range(wanted):
-            result, requests = self.peer(up)
+            with self.part(f"dlt peer ({scale})"):
+                result, requests = self.peer(up)
             self.found.peer.setdefault(scale, []).append(result)
             self.found.peer_requests[scale] = requests
             print(
@@ -495,7 +511,7 @@ def main() -> int:
     parser.add_argument("--dlt-large-runs", type=int, default=0, help="dlt peer runs at large")
     parser.add_argument("--scales", nargs="+", default=["medium", "large"])
     parser.add_argument("--floor-scales", nargs="*", default=["medium"])
-    parser.add_argument("--serve-seconds", type=int, default=8)
+    parser.add_argument("--serve-seconds", type=int, default=5)
     parser.add_argument("--wrk-threads", type=int, default=2)
     parser.add_argument("--wrk-connections", type=int, default=32)
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
@@ -530,14 +546,17 @@ def main() -> int:
         for scale in options.scales:
             with upstream(scale, group, s3_url) as up:
                 suite.found.startup[scale] = up.startup_s
+                suite.found.part_s[f"sandbox start-up ({scale})"] = up.startup_s
                 print(f"[{scale}] sandbox up in {up.startup_s:.0f}s", flush=True)
                 last = suite.full_vs_floor(up)
                 # ductwork's own runs first: the peer peaks at about 12 GiB, and runs measured
                 # right after it found the machine's file cache emptied (a no-change run took
                 # 3.6 s after it, 3.0 s without it).
                 if scale == options.scales[0]:
-                    suite.incremental(up, last.home)
-                    suite.serving(group, last.home)
+                    with suite.part(f"incremental runs ({scale})"):
+                        suite.incremental(up, last.home)
+                    with suite.part("serving"):
+                        suite.serving(group, last.home)
                 suite.peer_runs(up)
             # What is measured so far is written at once: a long run stopped later keeps it.
             write_results(suite.found, options, started, done=scale == options.scales[-1])
