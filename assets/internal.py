@@ -78,20 +78,44 @@ def parse_contractors(data: object) -> tuple[list[Record], str | None]:
 def internal_contractors(
     upstream: UpstreamResource, warehouse: DuckDBResource
 ) -> dg.MaterializeResult:
-    """Mirror the contractors answer and its parsed contents."""
+    """Mirror the contractors answer and its parsed contents; an answer byte for byte the one
+    last stored is not written again."""
     fetched = fetch(upstream, lambda client: client.get(CONTRACTORS, parse_json=True))
     body = fetched.value.json()
     contractors, problem = parse_contractors(body.get("data"))
-    now = datetime.now(UTC)
     reviews = [
         {**review, "__contractor": str(item["contractorId"])}
         for item in contractors
         for review in item.get("reviews") or []
         if isinstance(review, dict) and "reviewId" in review
     ]
+    content = ListContent(
+        "internal_contractors", bodies_digest(fetched.value.body), len(contractors)
+    )
+    with open_warehouse(warehouse) as con:
+        unchanged = content.already_stored(con, Held("contractors"))
+        if not unchanged:
+            tables = _contractor_tables(fetched.value.body, problem, contractors, reviews)
+            replace_rows(con, *tables, content=content)
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched,
+            len(contractors),
+            reviews=len(reviews),
+            parse_error=problem or "",
+            unchanged=unchanged,
+            **CONTRACTOR_RECORD.drift(contractors),
+        )
+    )
+
+
+def _contractor_tables(
+    body: bytes, problem: str | None, contractors: list[Record], reviews: list[Record]
+) -> tuple[Replacement, ...]:
+    """The contractors answer as stored: verbatim, its contractors, and their reviews."""
+    now = datetime.now(UTC)
     raw = pa.Table.from_pylist(
-        [{"body": fetched.value.body.decode(), "parse_error": problem, "synced_at": now}],
-        schema=RAW_SCHEMA,
+        [{"body": body.decode(), "parse_error": problem, "synced_at": now}], schema=RAW_SCHEMA
     )
     contractor_rows = rows_table(
         contractors,
@@ -120,21 +144,10 @@ def internal_contractors(
         ],
         schema=REVIEW_SCHEMA,
     )
-    with open_warehouse(warehouse) as con:
-        replace_rows(
-            con,
-            Replacement("contractors_raw", raw),
-            Replacement("contractors", contractor_rows),
-            Replacement("contractor_reviews", review_rows),
-        )
-    return dg.MaterializeResult(
-        metadata=run_metadata(
-            fetched,
-            contractor_rows.num_rows,
-            reviews=review_rows.num_rows,
-            parse_error=problem or "",
-            **CONTRACTOR_RECORD.drift(contractors),
-        )
+    return (
+        Replacement("contractors_raw", raw),
+        Replacement("contractors", contractor_rows),
+        Replacement("contractor_reviews", review_rows),
     )
 
 
@@ -200,12 +213,10 @@ def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg
     """Mirror the manuals listing; content types come from HEAD only for changed objects."""
     s3 = object_store.client()
     with open_warehouse(warehouse) as con:
-        known = {
-            key: (etag, modified, content_type)
-            for key, etag, modified, content_type in con.execute(
-                "SELECT key, etag, last_modified, content_type FROM manuals"
-            ).fetchall()
-        }
+        stored = con.execute(
+            "SELECT key, etag, last_modified, content_type, record::VARCHAR FROM manuals"
+        ).fetchall()
+        known = {key: (etag, modified, kind) for key, etag, modified, kind, _ in stored}
         listed: list[dict[str, Any]] = []
         heads = 0
         for page in s3.get_paginator("list_objects_v2").paginate(
@@ -233,10 +244,15 @@ def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg
             )  # fmt: skip
             row["record"] = dumps(item).decode()
             row["synced_at"] = datetime.now(UTC)
-        table = pa.Table.from_pylist(listed, schema=MANUAL_SCHEMA)
-        replace_rows(con, Replacement("manuals", table))
+        # A listing item for item the one stored is not written again.
+        unchanged = {row["key"]: row["record"] for row in listed} == {
+            key: record for key, *_, record in stored
+        }
+        if not unchanged:
+            table = pa.Table.from_pylist(listed, schema=MANUAL_SCHEMA)
+            replace_rows(con, Replacement("manuals", table))
     return dg.MaterializeResult(
-        metadata={"dagster/row_count": table.num_rows, "head_requests": heads}
+        metadata={"dagster/row_count": len(listed), "head_requests": heads, "unchanged": unchanged}
     )
 
 

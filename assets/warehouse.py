@@ -95,26 +95,27 @@ def _upsert(
         seen = newest.get(str(record["assetId"]))
         if seen is None or key_of(record) >= key_of(seen):
             newest[str(record["assetId"])] = record
-    table = rows_table(newest.values(), asset_row, ASSET_SCHEMA)
     con.execute("BEGIN TRANSACTION")
     try:
-        con.register("incoming_rows", table)
-        if table.num_rows:
-            con.execute(read_sql("digital_assets_upsert"))
-            con.execute(read_sql("digital_asset_history_apply"))
+        if newest:
+            con.register("incoming_rows", rows_table(newest.values(), asset_row, ASSET_SCHEMA))
+            try:
+                con.execute(read_sql("digital_assets_upsert"))
+                con.execute(read_sql("digital_asset_history_apply"))
+            finally:
+                con.unregister("incoming_rows")
         if bookmark is not None:
             write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
         if progress is not None:
-            con.register("listed_ids", pa.table({"asset_id": pa.array(listed or [], pa.string())}))
-            con.execute(read_sql("digital_asset_walk_ids_add"))
-            con.unregister("listed_ids")
+            # A list parameter, not an Arrow table: a page with no fresh asset (every page of a
+            # run with nothing new) then builds no Arrow array, whose first use in a process
+            # imports pandas (about 0.25 s).
+            con.execute(read_sql("digital_asset_walk_ids_add"), [listed or []])
             write_bookmark(con, PAGE_WALK_STATE, progress.as_json())
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    finally:
-        con.unregister("incoming_rows")
 
 
 def _end_page_walk(con: duckdb.DuckDBPyConnection, bookmark: Key | None) -> None:
@@ -371,12 +372,10 @@ def warehouse_submittals(
             )
 
         fetched = fetch(upstream, run)
-        keys = pa.table({"request_key": pa.array([row[0] for row in wanted], pa.string())})
-        con.register("wanted_keys", keys)
         removed = con.execute(
-            "DELETE FROM submittals WHERE request_key NOT IN (SELECT request_key FROM wanted_keys)"
+            "DELETE FROM submittals WHERE request_key NOT IN (SELECT unnest(?::VARCHAR[]))",
+            [[row[0] for row in wanted]],
         ).fetchall()[0][0]
-        con.unregister("wanted_keys")
         total, found = con.execute(
             "SELECT count(*), count(*) FILTER (found) FROM submittals"
         ).fetchall()[0]

@@ -143,8 +143,8 @@ def test_no_change_incremental_run_asks_little_of_the_upstream(
         assert again[name]["requests"] == again[name]["pages"] == first[name]["pages"], name
         assert again[name]["dagster/row_count"] == first[name]["dagster/row_count"], name
     assert again["pairings"]["product_slots"] == first["pairings"]["product_slots"]
-    assert not first["internal_indoor_models"]["unchanged"]
-    assert again["internal_indoor_models"]["unchanged"]
+    for name in ("internal_indoor_models", "internal_contractors", "internal_manuals"):
+        assert not first[name]["unchanged"] and again[name]["unchanged"], name
     assert again["warehouse_digital_assets"]["requests"] <= 2
     assert again["warehouse_digital_assets"]["rows_upserted"] == 0
     assert again["warehouse_submittals"]["requests"] == 0
