@@ -72,7 +72,8 @@ def parse_contractors(data: object) -> tuple[list[Record], str | None]:
     group=GROUP,
     description=(
         "Contractors with reviews: the answer kept verbatim (its `data` is a JSON text) and "
-        "parsed into `contractors` and `contractor_reviews`."
+        "parsed into `contractors` and `contractor_reviews`; an answer unchanged since the last "
+        "write is not written again."
     ),
 )
 def internal_contractors(
@@ -206,7 +207,8 @@ MANUAL_SCHEMA = pa.schema(
     kinds={"s3", "duckdb"},
     description=(
         "The bucket's `manuals/` objects (what /internal/v1.0/digital-assets lists), listed "
-        "with boto3; objects whose ETag and LastModified are unchanged are not re-read."
+        "with boto3; objects whose ETag and LastModified are unchanged are not re-read, and a "
+        "listing unchanged item for item is not written again."
     ),
 )
 def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg.MaterializeResult:
