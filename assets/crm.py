@@ -21,7 +21,7 @@ from assets.ingest import (
     ingest_asset,
     run_metadata,
 )
-from assets.lead_cursor import Cursor, walk_leads
+from assets.lead_cursor import Cursor, Sink, walk_leads
 from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
 from assets.schema_drift import LEAD_DETAIL_RECORD, LEAD_RECORD, DriftTally
 from ductwork.contract.encoding import dumps, format_datetime, parse_datetime
@@ -181,26 +181,31 @@ async def _sync_leads(
     The counts include the schema drift of every lead read."""
     drift = DriftTally(LEAD_RECORD)
 
-    async def advance(leads: list[Record], cursor: Cursor) -> None:
-        drift.count(leads)
-        await held.add((leads, cursor), len(leads))
+    def into(held: PendingPages[HeldLeads], *, moves_cursor: bool) -> Sink:
+        """A walk's sink: count each page's drift and hold it, with its cursor when the walk
+        is the one that moves it (a re-read of the window moves none)."""
 
-    async def revisit(leads: list[Record], cursor: Cursor) -> None:
-        drift.count(leads)
-        await held.add((leads, None), len(leads))
+        async def take(leads: list[Record], cursor: Cursor) -> None:
+            drift.count(leads)
+            await held.add((leads, cursor if moves_cursor else None), len(leads))
+
+        return take
 
     def pages_held() -> PendingPages[HeldLeads]:
         # Pages read before a failure are committed too: a rerun resumes after them.
         return PendingPages(lambda pages: _store_lead_pages(con, pages), LEADS_PER_COMMIT)
 
     async with pages_held() as held:
-        ahead = await walk_leads(client, advance, after=start)
+        ahead = await walk_leads(client, into(held, moves_cursor=True), after=start)
     counts = {"pages": ahead.pages, "leads_new_or_resumed": ahead.records, "leads_revisited": 0}
     if start is not None and window_days is not None:
         since = parse_datetime(start[0]) - timedelta(days=window_days)
         async with pages_held() as held:
             window = await walk_leads(
-                client, revisit, created_after=format_datetime(since), stop_at=start
+                client,
+                into(held, moves_cursor=False),
+                created_after=format_datetime(since),
+                stop_at=start,
             )
         counts["pages"] += window.pages
         counts["leads_revisited"] = window.records

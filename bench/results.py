@@ -502,7 +502,8 @@ class Report:
         """Where the suite's own wall time went, against the issue's 20 minutes."""
         minutes = total_s / 60
         self.verdict("`make bench` wall time", f"{minutes:.1f} min", "≤ 20 min", minutes <= 20)
-        parts = sorted(self.found.part_s.items(), key=lambda item: -item[1])
+        startups = {f"sandbox start-up ({k})": v for k, v in self.found.startup.items()}
+        parts = sorted({**self.found.part_s, **startups}.items(), key=lambda item: -item[1])
         rest = max(0.0, total_s - sum(seconds for _, seconds in parts))
         rows = [
             [name, f"{seconds / 60:.1f}", f"{seconds / total_s:.0%}"]

@@ -546,7 +546,6 @@ def main() -> int:
         for scale in options.scales:
             with upstream(scale, group, s3_url) as up:
                 suite.found.startup[scale] = up.startup_s
-                suite.found.part_s[f"sandbox start-up ({scale})"] = up.startup_s
                 print(f"[{scale}] sandbox up in {up.startup_s:.0f}s", flush=True)
                 last = suite.full_vs_floor(up)
                 # ductwork's own runs first: the peer peaks at about 12 GiB, and runs measured
