@@ -3,7 +3,7 @@
 The eight lists are eight assets materialised by one multi-asset step (``catalog``).
 """
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +13,16 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present, pairing_products_resolve
-from assets.ingest import INGEST_RETRY, OWNERS, WAREHOUSE_POOL, Fetched, fetch, run_metadata
-from assets.list_reader import ListRead, PagesDigest, digest_pages, read_whole_list
+from assets.ingest import (
+    INGEST_RETRY,
+    OWNERS,
+    WAREHOUSE_POOL,
+    Fetched,
+    fetch,
+    fetch_each,
+    run_metadata,
+)
+from assets.list_reader import digest_known_pages, read_whole_list
 from assets.loading import (
     Held,
     ListContent,
@@ -234,35 +242,56 @@ def _report(
     )
 
 
+@dataclass(frozen=True)
+class _Stored:
+    """What the warehouse holds of one list, as the last write of it left it."""
+
+    content: ListContent | None
+    held: bool  # the list's rows are still there, as many as that write stored
+    drift: dict[str, int] | None  # the schema-drift counts recorded for that very content
+
+    @classmethod
+    def of(cls, con: duckdb.DuckDBPyConnection, item: CatalogList) -> "_Stored":
+        """The list's stored state, read from the warehouse."""
+        content = ListContent.last_stored(con, item.name)
+        held = content is not None and content.still_held(con, item.held)
+        drift = content.recorded_drift(con) if content is not None and held else None
+        return cls(content, held, drift)
+
+    @property
+    def pages_to_probe(self) -> int:
+        """How many pages a probe must compare (0: read the list in full instead)."""
+        return self.content.pages if self.content is not None and self.drift is not None else 0
+
+
+def _probe(item: CatalogList, stored: _Stored) -> Callable[[UpstreamClient], Awaitable[str | None]]:
+    return lambda client: digest_known_pages(client, item.path, stored.pages_to_probe)
+
+
 def _mirror(
-    upstream: UpstreamResource, con: duckdb.DuckDBPyConnection, item: CatalogList
+    upstream: UpstreamResource,
+    con: duckdb.DuckDBPyConnection,
+    item: CatalogList,
+    stored: _Stored,
+    probe: Fetched[str | None] | None,
 ) -> dg.MaterializeResult:
     """Store one list unless unchanged, and report what it cost.
 
-    A list whose last write is still held is first fetched unparsed, and its pages' digest
-    compared with the stored one (the catalog has no ``updatedAfter``). Only a list that
-    differs is read in full and parsed, which fetches it a second time.
+    ``probe`` is the digest of the list's pages fetched unparsed, when its last write is still
+    held (the catalog has no ``updatedAfter``). A list whose pages all came back as stored is
+    done; any other is read in full and parsed, which fetches it a second time.
     """
-    stored = ListContent.last_stored(con, item.name)
-    held = stored is not None and stored.still_held(con, item.held)
-    known_drift = stored.recorded_drift(con) if stored is not None and held else None
-
-    async def read(client: UpstreamClient) -> PagesDigest | ListRead:
-        if stored is not None and known_drift is not None:
-            probed = await digest_pages(client, item.path)
-            if probed.digest == stored.digest:
-                return probed
-        return await read_whole_list(client, item.path, item.key)
-
-    fetched = fetch(upstream, read)
-    whole = fetched.value
-    if not isinstance(whole, ListRead):  # the very pages last stored, found unparsed
+    if probe is not None and stored.content is not None and probe.value == stored.content.digest:
+        rows = stored.content.rows  # a consistent read found as many records as reported
         return _report(
-            item, con, fetched, whole.reported_total, True, whole.pages, whole.reported_total,
-            0, known_drift or {},
-        )  # fmt: skip
-    content = ListContent(item.name, whole.digest, len(whole.records))
-    unchanged = held and content == stored
+            item, con, probe, rows, True, stored.content.pages, rows, 0, stored.drift or {}
+        )
+    fetched = fetch(upstream, lambda client: read_whole_list(client, item.path, item.key))
+    whole = fetched.value
+    if probe is not None:
+        fetched = fetched.after(probe)
+    content = ListContent(item.name, whole.digest, len(whole.records), whole.pages)
+    unchanged = stored.held and content == stored.content
     if not unchanged:
         item.write(con, whole.records, content)
     drift = content.drift(con, item.shape, whole.records)
@@ -287,7 +316,8 @@ def _mirror(
 def catalog(
     context: dg.AssetExecutionContext, upstream: UpstreamResource, warehouse: DuckDBResource
 ) -> Iterator[dg.MaterializeResult]:
-    """Mirror the selected catalog lists, one after another, in one step.
+    """Mirror the selected catalog lists in one step: probe every list still held at once,
+    then read in full, one after another, those that changed.
 
     One step rather than one per list: a step costs Dagster about 25 ms, a good part of a run
     in which the catalog has not changed. Each list is committed and reported as soon as it is
@@ -295,16 +325,21 @@ def catalog(
     """
     selected = context.selected_asset_keys
     with open_warehouse(warehouse) as con:
-        for item, key in zip(CATALOG_LISTS, CATALOG_KEYS, strict=True):
-            if key in selected:
-                yield _mirror(upstream, con, item)
+        chosen = [i for i, key in zip(CATALOG_LISTS, CATALOG_KEYS, strict=True) if key in selected]
+        stored = {item.name: _Stored.of(con, item) for item in chosen}
+        probes = fetch_each(
+            upstream,
+            {i.name: _probe(i, stored[i.name]) for i in chosen if stored[i.name].pages_to_probe},
+        )
+        for item in chosen:
+            yield _mirror(upstream, con, item, stored[item.name], probes.get(item.name))
 
 
 CATALOG_ASSETS: list[dg.AssetsDefinition] = [catalog]
 CATALOG_CHECKS: list[AssetRule] = [
     keys_unique_and_present(CATALOG_KEYS[0], "catalog_items", ["sku"]),
     *(
-        keys_unique_and_present(key, "units", ["sku"], "unit_type = ?", [slug])
+        keys_unique_and_present(key, "units", ["unit_type", "sku"], "unit_type = ?", [slug])
         for key, slug in zip(CATALOG_KEYS[1:-1], paths.UNIT_SLUGS, strict=True)
     ),
     keys_unique_and_present(CATALOG_KEYS[-1], "pairings", ["relationship_id"]),

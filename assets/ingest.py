@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -15,6 +15,7 @@ from pipelines.resources import UpstreamResource
 from pipelines.upstream_client import RequestStats, UpstreamAuthError, UpstreamClient
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 # On top of the client's per-request retries: a whole asset retried after a pause.
 INGEST_RETRY = dg.RetryPolicy(
@@ -49,23 +50,47 @@ class Fetched(Generic[T]):
     stats: RequestStats
     seconds: float
 
+    def after(self, earlier: Fetched[object]) -> Fetched[T]:
+        """This read, its cost including an earlier read's that it followed."""
+        return Fetched(self.value, earlier.stats + self.stats, earlier.seconds + self.seconds)
+
 
 def fetch(upstream: UpstreamResource, read: Callable[[UpstreamClient], Awaitable[T]]) -> Fetched[T]:
     """Run an async read against the upstream on a fresh client and event loop.
 
     A rejected API key fails the asset at once, without Dagster's retries.
     """
+    return fetch_each(upstream, {None: read})[None]
 
-    async def run() -> tuple[T, RequestStats]:
+
+def fetch_each(
+    upstream: UpstreamResource, reads: Mapping[K, Callable[[UpstreamClient], Awaitable[T]]]
+) -> dict[K, Fetched[T]]:
+    """Run several reads at once on one fresh client and event loop, within the client's
+    limit on requests in flight; each read reports its own requests and time.
+
+    A rejected API key fails the asset at once, without Dagster's retries.
+    """
+    if not reads:
+        return {}
+
+    async def timed(
+        client: UpstreamClient, read: Callable[[UpstreamClient], Awaitable[T]]
+    ) -> Fetched[T]:
+        started = time.perf_counter()
+        own = client.counted_apart()
+        value = await read(own)
+        return Fetched(value, own.stats, time.perf_counter() - started)
+
+    async def run() -> list[Fetched[T]]:
         async with upstream.client() as client:
-            return await read(client), client.stats
+            return await asyncio.gather(*(timed(client, read) for read in reads.values()))
 
-    started = time.perf_counter()
     try:
-        value, stats = asyncio.run(run())
+        results = asyncio.run(run())
     except UpstreamAuthError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
-    return Fetched(value, stats, time.perf_counter() - started)
+    return dict(zip(reads, results, strict=True))
 
 
 def run_metadata(fetched: Fetched[object], rows: int, **extra: float | int | str) -> dict:

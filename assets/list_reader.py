@@ -5,19 +5,28 @@ accepted only when every page reported the same total and the records, unique by
 exactly that total; otherwise the list is read again, a bounded number of times.
 
 Every read also digests the pages' raw bodies, so that a later run can tell whether the list
-is still what was stored without parsing it (``digest_pages``).
+is still what was stored without parsing it (``digest_known_pages``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.upstream_client import Params, UpstreamClient, UpstreamError
+from pipelines.upstream_client import (
+    LIST_PAGE_SIZE,
+    Params,
+    UpstreamClient,
+    UpstreamError,
+)
 
 Record = dict[str, Any]
+# Answers that settle a probed page: the page itself, or its absence from a list that shrank
+# (a page past the end). Anything else is retried, or fails the probe, like any request.
+_PROBE_SETTLED = frozenset({200, 400, 404})
 
 
 @dataclass(frozen=True)
@@ -28,16 +37,7 @@ class ListRead:
     reported_total: int
     pages: int
     attempts: int
-    digest: str  # of the pages' raw bodies, as ``digest_pages`` computes it
-
-
-@dataclass(frozen=True)
-class PagesDigest:
-    """A digest of a list's raw page bodies, in page order, and what its first page says."""
-
-    digest: str
-    pages: int
-    reported_total: int
+    digest: str  # of the pages' raw bodies, as ``bodies_digest`` computes it
 
 
 class _PageHasher:
@@ -103,27 +103,30 @@ async def read_whole_list(
 
 
 def bodies_digest(*bodies: bytes) -> str:
-    """The digest ``digest_pages`` gives pages with these raw bodies, in this order."""
+    """The digest of pages with these raw bodies, in this order (as ``ListRead.digest``)."""
     hasher = _PageHasher()
     for body in bodies:
         hasher.add(body)
     return hasher.hexdigest()
 
 
-async def digest_pages(
-    client: UpstreamClient, path: str, params: Params | None = None
-) -> PagesDigest:
-    """Fetch every page of ``path`` and digest the raw bodies, parsing only the first.
+async def digest_known_pages(
+    client: UpstreamClient, path: str, pages: int, params: Params | None = None
+) -> str | None:
+    """Fetch pages 1 to ``pages`` of ``path`` all at once, unparsed, and digest their bodies;
+    None when any of them answers other than 200.
 
-    Equal to the ``digest`` of an earlier ``read_whole_list`` exactly when every page came back
-    byte for byte the same, so the list need not be parsed again. Pages that differ (a change,
-    or a malformed body) simply digest differently: the caller then reads the list in full.
+    Equal to the ``digest`` of an earlier ``read_whole_list`` that read ``pages`` pages exactly
+    when every page came back byte for byte the same. The first page is among them, so its
+    ``totalPages`` is still ``pages``: nothing needs parsing to know the list is unchanged.
+    Pages that differ (a change, or a malformed body) simply digest differently, and a list
+    that shrank answers a page past its end as it will: the caller then reads the list in full.
     """
-    hasher = _PageHasher()
-    pages, total = 0, -1
-    async for answer in client.iter_page_answers(path, params, parse=False):
-        if pages == 0:
-            total = total_of(answer.document)
-        pages += 1
-        hasher.add(answer.body)
-    return PagesDigest(hasher.hexdigest(), pages, total)
+    answers = await asyncio.gather(*(
+        client.get(path, {**(params or {}), "count": LIST_PAGE_SIZE, "page": page},
+                   accept=_PROBE_SETTLED)
+        for page in range(1, pages + 1)
+    ))  # fmt: skip
+    if any(answer.status != 200 for answer in answers):
+        return None
+    return bodies_digest(*(answer.body for answer in answers))

@@ -100,17 +100,25 @@ class ListContent:
     stream: str
     digest: str
     rows: int
+    pages: int = 0  # of a page-number list; 0 for an answer that is a single document
 
     @property
     def bookmark_key(self) -> str:
         """Its key in ``stream_state``."""
-        return _list_bookmark(self.stream, "content")
+        return self.bookmark_key_of(self.stream)
+
+    @staticmethod
+    def bookmark_key_of(stream: str) -> str:
+        """The key in ``stream_state`` of the content last stored for ``stream``."""
+        return _list_bookmark(stream, "content")
 
     @classmethod
     def last_stored(cls, con: duckdb.DuckDBPyConnection, stream: str) -> ListContent | None:
         """The content the last write of ``stream`` recorded, if any."""
-        saved = read_bookmark(con, _list_bookmark(stream, "content"))
-        return None if saved is None else cls(stream, saved["digest"], saved["rows"])
+        saved = read_bookmark(con, cls.bookmark_key_of(stream))
+        if saved is None:
+            return None
+        return cls(stream, saved["digest"], saved["rows"], saved.get("pages", 0))
 
     def still_held(self, con: duckdb.DuckDBPyConnection, held: Held) -> bool:
         """Whether ``held`` holds this content's number of rows."""
@@ -151,9 +159,8 @@ def replace_rows(
     con.execute("BEGIN TRANSACTION")
     try:
         if content is not None:
-            write_bookmark(
-                con, content.bookmark_key, {"digest": content.digest, "rows": content.rows}
-            )
+            recorded = {"digest": content.digest, "rows": content.rows, "pages": content.pages}
+            write_bookmark(con, content.bookmark_key, recorded)
         for index, item in enumerate(replacements):
             view = f"incoming_rows_{index}"
             con.register(view, item.rows)

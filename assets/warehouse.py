@@ -1,6 +1,8 @@
 """Warehouse family assets: digital assets (incremental, with reconciliation) and submittals."""
 
 import asyncio
+import hashlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -20,6 +22,7 @@ from assets.asset_walk import (
 from assets.bookmarks import clear_bookmark, read_bookmark, resume_from, write_bookmark
 from assets.checks import AssetRule, keys_unique_and_present
 from assets.ingest import (
+    Fetched,
     PendingPages,
     epoch_seconds,
     fetch,
@@ -27,12 +30,19 @@ from assets.ingest import (
     ingest_asset,
     run_metadata,
 )
-from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
+from assets.loading import (
+    ListContent,
+    Record,
+    open_warehouse,
+    rows_table,
+    text_or_none,
+    timestamp_or_none,
+)
 from assets.schema_drift import DIGITAL_ASSET_RECORD, SUBMITTAL_RECORD, DriftTally
 from ductwork.contract.encoding import dumps
 from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
 from pipelines.resources import UpstreamResource
-from pipelines.upstream_client import UpstreamClient
+from pipelines.upstream_client import RequestStats, UpstreamClient
 from warehouse_sql import read_sql
 
 GROUP = "warehouse"
@@ -41,6 +51,10 @@ ASSETS_STREAM = "warehouse_digital_assets"
 # The progress of an unfinished page walk, kept beside the bookmark in stream_state.
 PAGE_WALK_STATE = "warehouse_digital_assets.page_walk"
 TS = pa.timestamp("us", tz="UTC")
+# The catalog lists (assets) whose tables the submittal requests derive from, and where the
+# last complete pass over those requests is recorded.
+SUBMITTAL_SOURCE_LISTS = ["pairings", *(slug.replace("-", "_") for slug in UNIT_SLUGS)]
+SUBMITTALS_DERIVED = "warehouse_submittals.derived"
 # A page walk commits its pages this many listed assets at a time. Each transaction pays for a
 # history apply and a commit whatever its size: replaying a medium full sync's 200,000 assets
 # took 16.8 s at one 1,000-asset page a transaction and 6.9 s at ten pages.
@@ -348,7 +362,7 @@ def _store_submittals(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]
 
 @ingest_asset(
     group=GROUP,
-    deps=["pairings", *(slug.replace("-", "_") for slug in UNIT_SLUGS)],
+    deps=SUBMITTAL_SOURCE_LISTS,
     description=(
         "Submittal data for every Pairing (P1/P2 SRNs) and Standalone unit; incremental runs "
         "fetch only requests that are new or whose pairing or units changed."
@@ -357,40 +371,92 @@ def _store_submittals(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]
 def warehouse_submittals(
     config: SubmittalsConfig, upstream: UpstreamResource, warehouse: DuckDBResource
 ) -> dg.MaterializeResult:
-    """Mirror submittal data, one request per (idu, odu)."""
+    """Mirror submittal data, one request per (idu, odu).
+
+    The requests derive from the pairings and unit lists. When none of those changed since a
+    pass fetched every request it derived, and the table holds as many rows as that pass left,
+    there is nothing to derive or fetch (a reconciliation fetches everything regardless).
+    """
+    drift = DriftTally(SUBMITTAL_RECORD)
     with open_warehouse(warehouse) as con:
-        wanted = con.execute(read_sql("submittal_requests")).fetchall()
-        have = dict(con.execute("SELECT request_key, source_signature FROM submittals").fetchall())
-        todo = [row for row in wanted if config.mode == "reconcile" or have.get(row[0]) != row[3]]
-        drift = DriftTally(SUBMITTAL_RECORD)
-
-        async def run(client: UpstreamClient) -> None:
-            await fetch_and_store(
-                [todo[i : i + SUBMITTAL_BATCH] for i in range(0, len(todo), SUBMITTAL_BATCH)],
-                lambda requests: _fetch_submittals(client, requests, drift),
-                lambda rows: _store_submittals(con, rows),
-            )
-
-        fetched = fetch(upstream, run)
-        removed = con.execute(
-            "DELETE FROM submittals WHERE request_key NOT IN (SELECT unnest(?::VARCHAR[]))",
-            [[row[0] for row in wanted]],
-        ).fetchall()[0][0]
+        sources = _submittal_sources(con)
+        last = read_bookmark(con, SUBMITTALS_DERIVED)
+        held = con.execute("SELECT count(*) FROM submittals").fetchall()[0][0]
+        if (
+            config.mode != "reconcile"
+            and last is not None
+            and (last["sources"], last["rows"]) == (sources, held)
+        ):
+            done = _SubmittalPass(Fetched(None, RequestStats(), 0.0), last["requests"], 0, 0)
+        else:
+            done = _submittal_pass(config, upstream, con, drift)
+            held = con.execute("SELECT count(*) FROM submittals").fetchall()[0][0]
+            bookmark = {"sources": sources, "rows": held, "requests": done.derived}
+            write_bookmark(con, SUBMITTALS_DERIVED, bookmark)
         total, found = con.execute(
             "SELECT count(*), count(*) FILTER (found) FROM submittals"
         ).fetchall()[0]
     return dg.MaterializeResult(
         metadata=run_metadata(
-            fetched,
+            done.fetched,
             found,
-            requests_derived=len(wanted),
-            submittals_fetched=len(todo),
+            requests_derived=done.derived,
+            submittals_fetched=done.requested,
             not_found=total - found,
-            rows_deleted=removed,
+            rows_deleted=done.deleted,
             mode=config.mode,
             **drift.as_metadata(),
         )
     )
+
+
+@dataclass(frozen=True)
+class _SubmittalPass:
+    """What one pass over the derived submittal requests did."""
+
+    fetched: Fetched[None]
+    derived: int  # requests the catalog implies
+    requested: int  # of them, fetched (new, changed, or all in a reconciliation)
+    deleted: int  # rows whose request the catalog no longer implies
+
+
+def _submittal_pass(
+    config: SubmittalsConfig,
+    upstream: UpstreamResource,
+    con: duckdb.DuckDBPyConnection,
+    drift: DriftTally,
+) -> _SubmittalPass:
+    """Derive the requests, fetch those not stored as derived, delete those no longer implied."""
+    wanted = con.execute(read_sql("submittal_requests")).fetchall()
+    have = dict(con.execute("SELECT request_key, source_signature FROM submittals").fetchall())
+    todo = [row for row in wanted if config.mode == "reconcile" or have.get(row[0]) != row[3]]
+
+    async def run(client: UpstreamClient) -> None:
+        await fetch_and_store(
+            [todo[i : i + SUBMITTAL_BATCH] for i in range(0, len(todo), SUBMITTAL_BATCH)],
+            lambda requests: _fetch_submittals(client, requests, drift),
+            lambda rows: _store_submittals(con, rows),
+        )
+
+    fetched = fetch(upstream, run)
+    removed = con.execute(
+        "DELETE FROM submittals WHERE request_key NOT IN (SELECT unnest(?::VARCHAR[]))",
+        [[row[0] for row in wanted]],
+    ).fetchall()[0][0]
+    return _SubmittalPass(fetched, len(wanted), len(todo), removed)
+
+
+def _submittal_sources(con: duckdb.DuckDBPyConnection) -> str:
+    """A digest of what the submittal requests derive from: the stored content of the lists
+    they read, and the statement that derives them."""
+    keys = [ListContent.bookmark_key_of(name) for name in SUBMITTAL_SOURCE_LISTS]
+    found = con.execute(
+        "SELECT list(stream || '=' || bookmark ORDER BY stream) FROM stream_state "
+        "WHERE stream IN (SELECT unnest(?::VARCHAR[]))",
+        [keys],
+    ).fetchall()[0][0]
+    text = "\n".join([read_sql("submittal_requests"), *(found or [])])
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 WAREHOUSE_ASSETS: list[dg.AssetsDefinition] = [warehouse_digital_assets, warehouse_submittals]

@@ -14,10 +14,11 @@ a header and never appears in a message, a log line or metadata.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 import aiohttp
@@ -28,6 +29,8 @@ from ductwork.contract.encoding import loads
 log = logging.getLogger("ductwork.upstream")
 
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+# Records per page when reading a page-number list whole (the most the upstream serves).
+LIST_PAGE_SIZE = 1000
 Params = Mapping[str, str | int]
 
 
@@ -54,6 +57,9 @@ class RequestStats:
     def as_metadata(self) -> dict[str, int]:
         """Numeric metadata, so the UI can plot it over runs."""
         return asdict(self)
+
+    def __add__(self, other: RequestStats) -> RequestStats:
+        return RequestStats(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,14 @@ class UpstreamClient:
         self._in_flight = asyncio.Semaphore(concurrency)
         self._http: aiohttp.ClientSession | None = None
         self.stats = RequestStats()
+
+    def counted_apart(self) -> UpstreamClient:
+        """This client with request statistics of its own: it shares the connections and the
+        limit on requests in flight, so several reads can each report their own cost. Use it
+        inside this client's ``async with``; never enter or leave it itself."""
+        view = copy.copy(self)
+        view.stats = RequestStats()
+        return view
 
     @property
     def concurrency(self) -> int:
@@ -213,7 +227,12 @@ class UpstreamClient:
         return (await self.get(path, params, auth=auth, parse_json=True)).document
 
     async def iter_pages(
-        self, path: str, params: Params | None = None, *, count: int = 1000, first_page: int = 1
+        self,
+        path: str,
+        params: Params | None = None,
+        *,
+        count: int = LIST_PAGE_SIZE,
+        first_page: int = 1,
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield every page body of a page-number list from ``first_page`` on, in page order.
 
@@ -229,13 +248,10 @@ class UpstreamClient:
         path: str,
         params: Params | None = None,
         *,
-        count: int = 1000,
+        count: int = LIST_PAGE_SIZE,
         first_page: int = 1,
-        parse: bool = True,
     ) -> AsyncIterator[Answer]:
-        """``iter_pages``, yielding each page's answer: its raw body, and its parsed body too
-        unless ``parse`` is false (the first page is always parsed, for ``totalPages``; the
-        others are then taken as they come, JSON or not)."""
+        """``iter_pages``, yielding each page's answer: its raw body and its parsed body."""
         base = dict(params or {})
         first = await self.get(path, {**base, "count": count, "page": first_page}, parse_json=True)
         yield first
@@ -248,7 +264,7 @@ class UpstreamClient:
                 while next_page <= pages and next_page < page + window:
                     params_n = {**base, "count": count, "page": next_page}
                     pending[next_page] = asyncio.ensure_future(
-                        self.get(path, params_n, parse_json=parse)
+                        self.get(path, params_n, parse_json=True)
                     )
                     next_page += 1
                 yield await pending.pop(page)

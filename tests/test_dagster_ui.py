@@ -112,6 +112,5 @@ def test_an_asset_page_shows_the_cli_runs_row_count_and_its_checks(ui: Ui, tmp_p
     for check in (
         "catalog_items_keys_unique_and_present",
         "catalog_items_no_large_shrink",
-        "catalog_items_complete_against_upstream",
     ):
         assert check in dom, f"{check} not on the checks tab; see {tmp_path}"

@@ -7,6 +7,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import dagster as dg
+import duckdb
+import pytest
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import CheckInputs, evaluate, keys_unique_and_present
@@ -54,3 +56,29 @@ def test_a_full_table_passes_and_a_first_sync_is_never_blocked_by_emptiness(
         HomeSettings(home=synced_home).warehouse_path, HomeSettings(home=full).warehouse_path
     )
     assert run_manuals_check(full).passed
+
+
+def test_a_key_duckdb_enforces_is_trusted_and_one_it_does_not_is_counted(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    trusted = run_manuals_check(synced_home)
+    assert trusted.passed
+    assert trusted.metadata["keys_enforced_by"].value == "PRIMARY KEY (key)"
+    with duckdb.connect(str(HomeSettings(home=synced_home).warehouse_path)) as con:
+        (key,) = con.execute("SELECT key FROM manuals LIMIT 1").fetchone()
+        with pytest.raises(duckdb.ConstraintException):  # what the check relies on
+            con.execute("INSERT INTO manuals (key) VALUES (?)", [key])
+
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE loose (k VARCHAR)")  # no key constraint
+        con.execute("INSERT INTO loose VALUES ('a'), ('a'), (NULL), ('b')")
+    key, rule = keys_unique_and_present(dg.AssetKey("loose"), "loose", ["k"])
+    with ExitStack() as stack:
+        inputs = CheckInputs.standalone(
+            key, DuckDBResource(database=str(warehouse)), DataHome(path=str(tmp_path)), stack
+        )
+        counted = evaluate(rule, inputs)
+    assert not counted.passed
+    assert counted.metadata["null_keys"].value == 1
+    assert counted.metadata["duplicate_keys"].value == 2  # four rows, two distinct keys

@@ -178,16 +178,17 @@ def test_a_lead_cursor_behind_the_previous_run_fails_and_a_reset_rereads_every_l
 
 
 def test_completeness_fails_when_rows_fall_short_of_the_upstream_total(tmp_path: Path) -> None:
-    key = dg.AssetCheckKey(dg.AssetKey("catalog_items"), "catalog_items_complete_against_upstream")
+    assets = dg.AssetKey("warehouse_digital_assets")
+    key = dg.AssetCheckKey(assets, "warehouse_digital_assets_complete_against_upstream")
     check = next(c for c in defs.asset_checks if key in c.check_keys)
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         instance.report_runless_asset_event(
             dg.AssetMaterialization(
-                "catalog_items", metadata={"dagster/row_count": 95, "reported_total": 100}
+                assets, metadata={"dagster/row_count": 95, "reported_total": 100}
             )
         )
         result = dg.materialize(
-            [check, dg.AssetSpec("catalog_items")],
+            [check, dg.AssetSpec(assets)],
             instance=instance,
             selection=dg.AssetSelection.checks(key),
             # The multi-check asks for both; this check reads neither, only the instance.

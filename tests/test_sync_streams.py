@@ -148,6 +148,8 @@ def test_no_change_incremental_run_asks_little_of_the_upstream(
     assert again["warehouse_digital_assets"]["requests"] <= 2
     assert again["warehouse_digital_assets"]["rows_upserted"] == 0
     assert again["warehouse_submittals"]["requests"] == 0
+    derived = first["warehouse_submittals"]["requests_derived"]
+    assert derived > 0 and again["warehouse_submittals"]["requests_derived"] == derived
     assert again["crm_lead_details"]["requests"] == 0
     assert again["crm_leads"]["leads_new_or_resumed"] == 0
 
@@ -163,7 +165,9 @@ def test_incremental_then_reconcile_follow_every_kind_of_upstream_change(
         leads_added=120, leads_changed=60, products_changed=10,
     )  # fmt: skip
 
-    sync(tmp_path, fresh_upstream, object_store)
+    after = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
+    # Changed units change the requests that name them: those submittals are fetched again.
+    assert after["warehouse_submittals"]["submittals_fetched"] > 0
     upstream_assets = {a["assetId"]: a for a in all_assets(fresh_upstream)}
     with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
         assets = dict(con.execute("SELECT asset_id, record FROM digital_assets").fetchall())

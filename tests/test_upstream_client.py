@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ductwork.contract.encoding import dumps
+from assets.list_reader import digest_known_pages, read_whole_list
+from ductwork.contract.encoding import dumps, loads
 from ductwork.local_server import serving
 from pipelines.upstream_client import (
     RetryRules,
@@ -142,3 +143,73 @@ def test_pages_after_the_first_are_fetched_and_yielded_in_order() -> None:
 
     with serving(ScriptedUpstream(page_of)) as url:
         assert asyncio.run(walk(url)) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def _three_page_list(missing: int | None = None) -> Script:
+    """A list of three pages (records 1..3 on page 1, and so on); page ``missing`` answers 404."""
+
+    def page_of(n: int, scope: dict) -> tuple[int, dict[str, str], bytes]:
+        query = dict(part.split("=") for part in scope["query_string"].decode().split("&"))
+        page = int(query["page"])
+        if page == missing:
+            return 404, {}, dumps({"success": False, "data": None, "errors": []})
+        records = [{"sku": f"S{i}"} for i in range(3 * page - 2, 3 * page + 1)] if page <= 3 else []
+        pagination = {"page": page, "count": 1000, "totalItems": 9, "totalPages": 3}
+        return 200, {}, dumps({"success": True, "data": records, "pagination": pagination})
+
+    return page_of
+
+
+def test_a_probe_matches_a_stored_read_only_with_every_page_of_it_unchanged() -> None:
+    async def probe(url: str) -> tuple[str, dict[int, str | None]]:
+        async with UpstreamClient(url, SECRET, concurrency=2) as client:
+            read = await read_whole_list(client, "/list", lambda record: record["sku"])
+            assert read.pages == 3 and len(read.records) == 9
+            return read.digest, {
+                pages: await digest_known_pages(client, "/list", pages) for pages in (2, 3, 4)
+            }
+
+    with serving(ScriptedUpstream(_three_page_list())) as url:
+        stored, probed = asyncio.run(probe(url))
+    assert probed[3] == stored
+    assert probed[2] != stored and probed[4] != stored  # fewer pages, or one past the end
+
+    async def probe_missing(url: str) -> str | None:
+        async with UpstreamClient(url, SECRET) as client:
+            return await digest_known_pages(client, "/list", 3)
+
+    with serving(ScriptedUpstream(_three_page_list(missing=3))) as url:
+        assert asyncio.run(probe_missing(url)) is None  # a page gone: the list must be read
+
+
+def test_reads_sharing_a_client_each_count_their_own_requests() -> None:
+    upstream = ScriptedUpstream(_three_page_list())
+
+    async def both(url: str) -> tuple[int, int, int]:
+        async with UpstreamClient(url, SECRET, concurrency=2) as client:
+            first, second = client.counted_apart(), client.counted_apart()
+            await asyncio.gather(
+                digest_known_pages(first, "/list", 3), digest_known_pages(second, "/list", 1)
+            )
+            return first.stats.requests, second.stats.requests, client.stats.requests
+
+    with serving(upstream) as url:
+        assert asyncio.run(both(url)) == (3, 1, 0)
+    assert len(upstream.seen) == 4
+
+
+def test_a_list_whose_records_never_match_its_reported_total_is_refused() -> None:
+    def short_by_one(n: int, scope: dict) -> tuple[int, dict[str, str], bytes]:
+        status, headers, body = _three_page_list()(n, scope)
+        document = loads(body)
+        document["pagination"]["totalItems"] = 10  # nine records on three pages
+        return status, headers, dumps(document)
+
+    async def read(url: str) -> None:
+        async with UpstreamClient(url, SECRET) as client:
+            await read_whole_list(client, "/list", lambda record: record["sku"], max_attempts=2)
+
+    upstream = ScriptedUpstream(short_by_one)
+    with serving(upstream) as url, pytest.raises(UpstreamError, match="nothing was written"):
+        asyncio.run(read(url))
+    assert len(upstream.seen) == 6  # both attempts read every page
