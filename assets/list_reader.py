@@ -110,21 +110,18 @@ def bodies_digest(*bodies: bytes) -> str:
     return hasher.hexdigest()
 
 
-async def digest_known_pages(
-    client: UpstreamClient, path: str, pages: int, params: Params | None = None
-) -> str | None:
+async def digest_known_pages(client: UpstreamClient, path: str, pages: int) -> str | None:
     """Fetch pages 1 to ``pages`` of ``path`` all at once, unparsed, and digest their bodies;
     None when any of them answers other than 200.
 
-    Equal to the ``digest`` of an earlier ``read_whole_list`` that read ``pages`` pages exactly
-    when every page came back byte for byte the same. The first page is among them, so its
+    Equal to the ``digest`` of an earlier ``read_whole_list`` of ``path`` that read ``pages`` pages
+    exactly when every page came back byte for byte the same. The first page is among them, so its
     ``totalPages`` is still ``pages``: nothing needs parsing to know the list is unchanged.
     Pages that differ (a change, or a malformed body) simply digest differently, and a list
     that shrank answers a page past its end as it will: the caller then reads the list in full.
     """
     answers = await asyncio.gather(*(
-        client.get(path, {**(params or {}), "count": LIST_PAGE_SIZE, "page": page},
-                   accept=_PROBE_SETTLED)
+        client.get(path, {"count": LIST_PAGE_SIZE, "page": page}, accept=_PROBE_SETTLED)
         for page in range(1, pages + 1)
     ))  # fmt: skip
     if any(answer.status != 200 for answer in answers):

@@ -378,24 +378,22 @@ def warehouse_submittals(
     there is nothing to derive or fetch (a reconciliation fetches everything regardless).
     """
     drift = DriftTally(SUBMITTAL_RECORD)
+    counted = "SELECT count(*), count(*) FILTER (found) FROM submittals"
     with open_warehouse(warehouse) as con:
         sources = _submittal_sources(con)
         last = read_bookmark(con, SUBMITTALS_DERIVED)
-        held = con.execute("SELECT count(*) FROM submittals").fetchall()[0][0]
+        total, found = con.execute(counted).fetchall()[0]
         if (
             config.mode != "reconcile"
             and last is not None
-            and (last["sources"], last["rows"]) == (sources, held)
+            and (last["sources"], last["rows"]) == (sources, total)
         ):
             done = _SubmittalPass(Fetched(None, RequestStats(), 0.0), last["requests"], 0, 0)
         else:
             done = _submittal_pass(config, upstream, con, drift)
-            held = con.execute("SELECT count(*) FROM submittals").fetchall()[0][0]
-            bookmark = {"sources": sources, "rows": held, "requests": done.derived}
+            total, found = con.execute(counted).fetchall()[0]
+            bookmark = {"sources": sources, "rows": total, "requests": done.derived}
             write_bookmark(con, SUBMITTALS_DERIVED, bookmark)
-        total, found = con.execute(
-            "SELECT count(*), count(*) FILTER (found) FROM submittals"
-        ).fetchall()[0]
     return dg.MaterializeResult(
         metadata=run_metadata(
             done.fetched,
