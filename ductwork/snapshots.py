@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse_sql import quote_identifier, read_sql, snapshot_sql
+from warehouse_sql import NUMBERED_LISTS, quote_identifier, read_sql, snapshot_sql
 
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
@@ -145,6 +145,9 @@ def _copy_into(
     is then copied as bytes, which is several times faster than ``COPY FROM DATABASE`` (that
     re-inserts every row and rebuilds every index). The publish step is the only writer at
     that moment, so the file does not change while it is copied.
+
+    The serving tables point at base-table rows by rowid, so the copy's own checkpoint must
+    not move those rows; that is checked, and a copy where it did is refused.
     """
     source_name, source_path = warehouse.execute(read_sql("database_file")).fetchall()[0]
     warehouse.execute("CHECKPOINT")
@@ -157,14 +160,36 @@ def _copy_into(
     shutil.copyfile(source_path, staging)
     warehouse.execute("ATTACH ? AS snapshot_target", [str(staging)])
     try:
+        rows_before = _row_id_extents(warehouse, "snapshot_target")
         warehouse.execute("USE snapshot_target")
         try:
             _build_snapshot_extras(warehouse, version, fingerprint)
         finally:
             warehouse.execute(f"USE {quote_identifier(source_name)}")
         warehouse.execute("CHECKPOINT snapshot_target")
+        if _row_id_extents(warehouse, "snapshot_target") != rows_before:
+            raise RuntimeError(
+                "the snapshot's checkpoint changed the rows its numbered lists point at; "
+                "nothing was published: publish again"
+            )
     finally:
         warehouse.execute("DETACH snapshot_target")
+
+
+def _row_id_extents(con: duckdb.DuckDBPyConnection, database: str) -> list[tuple]:
+    """The last rowid and the row count of each base table of the numbered lists.
+
+    A checkpoint may compact a table, removing deleted rows and moving every later row to a
+    lower rowid, order kept. The last row then moves too, so an unchanged last rowid means
+    that no row the numbered lists point at has moved.
+    """
+    schema = quote_identifier(database)
+    return [
+        con.execute(
+            f"SELECT max(rowid), count(*) FROM {schema}.{quote_identifier(base)}"
+        ).fetchall()[0]
+        for base in NUMBERED_LISTS.values()
+    ]
 
 
 def _remove_staging(staging: Path) -> None:

@@ -1,12 +1,12 @@
 """The large lists of one snapshot (digital assets, leads): sort keys in memory, records read
 from the snapshot by position.
 
-At publish time the snapshot numbers each list in the contract's order (``pos``). A worker
-keeps only the sort keys (microseconds since the epoch, and lead ids) to turn a filter or a
-cursor into a position range. Record JSON is read from DuckDB a chunk of positions at a time
-and kept in a small least-recently-used cache: a consumer walking the pages costs one query
-per chunk rather than one per page, and a cached page is answered without leaving the event
-loop.
+At publish time the snapshot numbers each list in the contract's order (``pos``), each position
+pointing at its row in the base table (``row_id``). A worker keeps only the sort keys
+(microseconds since the epoch, and lead ids) to turn a filter or a cursor into a position range.
+Record JSON is read from the base table a chunk of positions at a time and kept in a small
+least-recently-used cache: a consumer walking the pages costs one query per chunk rather than
+one per page, and a cached page is answered without leaving the event loop.
 """
 
 from __future__ import annotations
@@ -21,13 +21,18 @@ import duckdb
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
+from warehouse_sql import NUMBERED_LISTS
+
 NO_TIME = np.iinfo(np.int64).max
 CHUNK = 1000  # positions per cached read: one page at the largest page size
 CACHE_BYTES = 128 << 20  # per list and worker, unless the settings say otherwise
 # Queries by table, written here once; only positions travel as parameters.
 _RANGE_SQL = {
-    table: f"SELECT record FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
-    for table in ("serving_digital_assets", "serving_leads")
+    table: (
+        f"SELECT b.record FROM {table} AS n JOIN {base} AS b ON b.rowid = n.row_id "
+        "WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos"
+    )
+    for table, base in NUMBERED_LISTS.items()
 }
 
 

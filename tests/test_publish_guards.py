@@ -1,4 +1,5 @@
-"""The checks that guard a publish: a table emptied since the last publish blocks it."""
+"""The checks that guard a publish: a table emptied since the last publish blocks it, and a
+snapshot whose numbered rows moved is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets.checks import CheckInputs, evaluate, keys_unique_and_present
 from assets.internal import internal_manuals
+from ductwork import snapshots
 from ductwork.settings import HomeSettings
 from pipelines.resources import DataHome
 from tests.conftest import home_with_published_snapshot
@@ -82,3 +84,40 @@ def test_a_key_duckdb_enforces_is_trusted_and_one_it_does_not_is_counted(
     assert not counted.passed
     assert counted.metadata["null_keys"].value == 1
     assert counted.metadata["duplicate_keys"].value == 2  # four rows, two distinct keys
+
+
+def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(
+    synced_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The numbered lists point at base rows by rowid. Here ten leads of the copy are deleted
+    after its lists were numbered, as a compaction of the copy would move them: the publish
+    must refuse rather than serve wrong records, and a publish left alone then succeeds."""
+    home = HomeSettings(home=tmp_path)
+    shutil.copyfile(HomeSettings(home=synced_home).warehouse_path, home.warehouse_path)
+    build = snapshots._build_snapshot_extras
+
+    def build_then_delete_leads(con: duckdb.DuckDBPyConnection, *args: str) -> None:
+        build(con, *args)
+        con.execute("DELETE FROM leads WHERE rowid < 10")
+
+    monkeypatch.setattr(snapshots, "_build_snapshot_extras", build_then_delete_leads)
+    refused = pytest.raises(RuntimeError, match="changed the rows its numbered lists point at")
+    with duckdb.connect(str(home.warehouse_path)) as con, refused:
+        snapshots.publish(con, home.snapshots_dir)
+    assert snapshots.current(home.snapshots_dir) is None
+    assert not [p for p in home.snapshots_dir.iterdir() if p.suffix == ".duckdb"]
+
+    monkeypatch.setattr(snapshots, "_build_snapshot_extras", build)
+    with duckdb.connect(str(home.warehouse_path)) as con:
+        published = snapshots.publish(con, home.snapshots_dir)
+    with duckdb.connect(str(published.snapshot.path), read_only=True) as con:
+        misplaced = con.execute(
+            "SELECT count(*) FROM serving_leads AS n JOIN leads AS b ON b.rowid = n.row_id "
+            "WHERE b.id <> n.id"
+        ).fetchall()[0][0]
+        pointed = con.execute(
+            "SELECT count(*) FROM serving_leads AS n JOIN leads AS b ON b.rowid = n.row_id"
+        ).fetchall()[0][0]
+        assert (
+            misplaced == 0 and pointed == con.execute("SELECT count(*) FROM leads").fetchall()[0][0]
+        )

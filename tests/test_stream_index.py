@@ -11,16 +11,25 @@ from serve.stream_index import CHUNK, ChunkCache, SnapshotReader, load_list
 
 
 def numbered_snapshot(path: Path, rows: int) -> SnapshotReader:
+    """A base table stored in reverse order, numbered forwards: position n points at the last
+    row but n, whose record says n."""
     with duckdb.connect(str(path)) as con:
         con.execute(
+            "CREATE TABLE digital_assets AS "
+            "SELECT '{\"n\":' || (? - 1 - range) || '}' AS record FROM range(?)",
+            [rows, rows],
+        )
+        con.execute(
             "CREATE TABLE serving_digital_assets AS SELECT range::BIGINT AS pos, "
-            "range * 10 AS updated_us, '{\"n\":' || range || '}' AS record FROM range(?)",
-            [rows],
+            "range * 10 AS updated_us, ? - 1 - range AS row_id FROM range(?)",
+            [rows, rows],
         )
     return SnapshotReader(duckdb.connect(str(path), read_only=True))
 
 
-def test_ranges_across_chunk_edges_equal_the_records_at_those_positions(tmp_path: Path) -> None:
+def test_ranges_across_chunk_edges_read_the_records_their_positions_point_at(
+    tmp_path: Path,
+) -> None:
     total = 2 * CHUNK + 500
     listing = load_list(
         numbered_snapshot(tmp_path / "s.duckdb", total), "serving_digital_assets", "updated_us",

@@ -9,6 +9,12 @@ SCHEMA_FILES: tuple[str, ...] = ("catalog", "warehouse", "crm", "internal", "syn
 # Applied to every published snapshot (not to the working warehouse, whose every open would pay
 # for them): the data dictionary's comments and the analyst views.
 SNAPSHOT_FILES: tuple[str, ...] = ("serving", "table_comments", "analyst_views")
+# The numbered lists serving.sql builds in a snapshot, each with the base table whose rows its
+# ``row_id`` column points at (by rowid).
+NUMBERED_LISTS: dict[str, str] = {
+    "serving_digital_assets": "digital_assets",
+    "serving_leads": "leads",
+}
 
 
 def read_sql(name: str) -> str:
