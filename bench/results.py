@@ -189,19 +189,32 @@ LEVERS = """\
   - *Left in a no-change run* (about 1.0 s): Dagster's own cost (about 0.35 s: creating the
     run, 180 events, resource set-up), the content fingerprint (about 0.15 s), the checks'
     events, the lead window's six chained pages (about 0.08 s) and the catalog's probes.
-- **The run after a 1 % change, not solved.** It takes about 3.6-3.9 s; the full sync got
-  faster (about 36 s), so the 10 % target is now about 3.6 s. Where it goes: the publish
-  (about 2 s: the serving tables rebuilt from scratch, about 0.35 s of it writing 200,000
-  asset records again, then two checkpoints and a 165 MB copy), the first Arrow table of the
-  process (about 0.2 s: pyarrow imports pandas on its first conversion from Python objects),
-  the lead step and the 1,000 lead details.
-  - Tried and dropped: keeping the serving tables in the warehouse and bringing them up to date
-    at each publish (only changed rows written). It gave the same serving lists as a rebuild,
-    but finding the changed rows (comparing records, about 0.3 s), renumbering every position
-    after a moved asset and a warehouse 70 MB larger to checkpoint and copy took back most of
-    the gain (publish about 1.9 s to 1.8 s, interleaved runs).
-  - Not tried: building small batches through DuckDB's own conversion of Python lists (about
-    15 ms for 10,000 rows, no pandas) while pandas is not yet imported.
+- **The run after a 1 % change, sixth round: the serving tables copy no records.**
+  `serving_digital_assets` and `serving_leads` were numbered copies of 200,000 asset and
+  100,000 lead records, written anew into every new snapshot: about 1.1 s of a changed run's
+  publish (the copy, its commit and its checkpoint). Each position now holds its sort key and
+  the `rowid` of its row in `digital_assets` or `leads`, and the read API reads a chunk of
+  records by joining on it.
+  - One-off, on a copy of a medium warehouse: numbering, commit and checkpoint about 0.22 s
+    against about 1.1 s. A chunk of 1,000 asset records, read over every chunk of the list:
+    median 2.3 ms, slowest 5.1 ms, against 2.1 ms and 4.5 ms from the copied records. Every
+    snapshot is about 70 MB smaller at medium.
+  - Interleaved changed runs on one medium sandbox: publish 2.9-3.5 s before, 1.3-1.4 s after.
+  - A rowid moves when a checkpoint compacts a table whose rows changed since the last one
+    (seen on tables with a primary key too). A snapshot's base tables are not written after the
+    copy, and the publish compares each one's last rowid and row count before numbering and
+    after the copy's checkpoint; a copy where they differ is refused, and nothing is published.
+  - Left in a changed run's publish (about 1.0-1.3 s): the warehouse's checkpoint of the run's
+    writes (0.4-0.5 s; about 0.3 s of it DuckDB compacting the row groups the run appended to,
+    which `max_vacuum_tasks = 0` would skip at the price of tables that never compact), the
+    file copy (0.1-0.35 s), the numbered lists with the comments and views (about 0.25 s) and
+    the content fingerprint (about 0.2 s). The first Arrow table of a process still imports
+    pandas (about 0.2 s); not needed for the target now.
+- **Memory, sixth round.** The medium sync's peak fell with the publish's record copy (about
+  760 MiB to about 700 MiB) while the large peak, reached in the lead-detail step, did not, so
+  large / medium rose to 1.33. `DUCTWORK_WAREHOUSE_MEMORY_LIMIT` now defaults to 384MB (448MB
+  before). Sampled every 0.5 s in one sync each: large 909 MiB at 448MB and 848 MiB at 384MB
+  (266 s and 274 s); medium 675 and 668 MiB.
 - **The peer with parallel dependent resources** (for information, one run):
   `parallelized: True` on dlt's two dependent resources (lead details, submittals) took
   295.8 s and 12.3 GiB at medium, against 296.2 s with dlt's defaults in this suite: dlt's
