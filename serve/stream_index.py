@@ -34,6 +34,12 @@ _RANGE_SQL = {
     )
     for table, base in NUMBERED_LISTS.items()
 }
+# Snapshots published by earlier releases copied the records into the numbered lists (and have
+# no ``row_id``); they are still served until the next publish replaces them.
+_COPIED_RANGE_SQL = {
+    table: f"SELECT record FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
+    for table in NUMBERED_LISTS
+}
 
 
 @dataclass
@@ -109,7 +115,7 @@ class PositionedList:
     """One numbered list: its sort keys, and its records by position range."""
 
     reader: SnapshotReader
-    table: str
+    range_sql: str
     keys_us: np.ndarray
     ids: list[str] | None = None
     cache: ChunkCache = field(default_factory=ChunkCache)
@@ -159,7 +165,7 @@ class PositionedList:
 
     def _read_chunk(self, index: int) -> list[bytes]:
         bounds = [index * CHUNK, (index + 1) * CHUNK]
-        return [row[0].encode() for row in self.reader.rows(_RANGE_SQL[self.table], bounds)]
+        return [row[0].encode() for row in self.reader.rows(self.range_sql, bounds)]
 
     async def page(self, start: int, end: int) -> list[bytes]:
         """``records`` for a request handler: from the cache on the event loop, otherwise
@@ -184,4 +190,11 @@ def load_list(
     table_arrow = reader.cursor().sql(query).to_arrow_table()
     keys = table_arrow.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     ids = table_arrow.column(1).to_pylist() if with_ids else None
-    return PositionedList(reader, table, keys, ids, ChunkCache(cache_bytes))
+    columns = reader.rows(
+        "SELECT column_name FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND table_name = ?",
+        [table],
+    )
+    pointing = ("row_id",) in columns
+    range_sql = (_RANGE_SQL if pointing else _COPIED_RANGE_SQL)[table]
+    return PositionedList(reader, range_sql, keys, ids, ChunkCache(cache_bytes))

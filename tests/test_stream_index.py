@@ -44,6 +44,21 @@ def test_ranges_across_chunk_edges_read_the_records_their_positions_point_at(
         assert asyncio.run(listing.page(start, end)) == expected
 
 
+def test_a_snapshot_whose_lists_hold_their_records_is_still_served(tmp_path: Path) -> None:
+    """Snapshots published by earlier releases copied the records into the numbered lists."""
+    path, total = tmp_path / "earlier.duckdb", CHUNK + 10
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE serving_digital_assets AS SELECT range::BIGINT AS pos, "
+            "range * 10 AS updated_us, '{\"n\":' || range || '}' AS record FROM range(?)",
+            [total],
+        )
+    reader = SnapshotReader(duckdb.connect(str(path), read_only=True))
+    listing = load_list(reader, "serving_digital_assets", "updated_us", with_ids=False)
+    expected = [f'{{"n":{n}}}'.encode() for n in range(CHUNK - 5, total)]
+    assert listing.records(CHUNK - 5, total) == expected
+
+
 def test_the_chunk_cache_drops_the_least_recently_used_chunks_beyond_its_limit() -> None:
     cache = ChunkCache(limit_bytes=250)
     for index in range(4):
