@@ -118,6 +118,5 @@ def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(
         pointed = con.execute(
             "SELECT count(*) FROM serving_leads AS n JOIN leads AS b ON b.rowid = n.row_id"
         ).fetchall()[0][0]
-        assert (
-            misplaced == 0 and pointed == con.execute("SELECT count(*) FROM leads").fetchall()[0][0]
-        )
+        leads = con.execute("SELECT count(*) FROM leads").fetchall()[0][0]
+    assert misplaced == 0 and pointed == leads
