@@ -220,6 +220,25 @@ LEVERS = """\
   `parallelized: True` on dlt's two dependent resources (lead details, submittals) took
   295.8 s and 12.3 GiB at medium, against 296.2 s with dlt's defaults in this suite: dlt's
   time is not in waiting for the upstream.
+- **The peer, seventh round: Parquet load files.** dlt's DuckDB destination documentation
+  suggests Parquet load files whenever pyarrow is installed, and the peer now uses them.
+  One-off, the same day and sandbox at medium: INSERT statements (dlt's default) 298.5 s
+  (extract 168.7 s, normalize 28.9 s, load 100.7 s) and a 13.5 GiB peak; Parquet 248.1 s
+  (extract 224.7 s, normalize 19.0 s, load 4.2 s) and a 0.72 GiB peak. A stronger peer: the
+  ratio falls with it (about 7.3 to 6.1 that day), and the suite spends less time on it.
+- **Incremental runs, seventh round.** Five of each (they take seconds), and the no-change run
+  as `ductwork sync` makes it, on the instance kept on disk, beside them for information.
+  - Where a no-change run on the ephemeral instance goes (one-off, medium, about 1.0-1.3 s):
+    the 32 checks about 0.3 s (the run with and without them, four interleaved each:
+    1.12-1.35 s against 0.84-0.88 s), mostly their three events each and their steps rather
+    than their queries; creating the ephemeral instance about 0.29 s, 0.23 s of it alembic
+    stamping its in-memory storages; the content fingerprint about 0.12 s.
+  - On the instance on disk the same run took 2.3-3.0 s: Dagster's SQLite event log makes a
+    database file per run (its tables and an alembic revision check) and writes each of the
+    run's 176 events in a transaction of its own. Tried: the consolidated SQLite event log
+    (one database for every run), 2.3-2.4 s against 2.7-3.0 s, four interleaved each; not
+    adopted here, since it changes the layout of existing instances.
+- **The aiohttp floor runs once** (for information; it took a minute of a slow suite).
 """
 
 
