@@ -238,7 +238,10 @@ LEVERS = """\
     run's 176 events in a transaction of its own. Tried: the consolidated SQLite event log
     (one database for every run), 2.3-2.4 s against 2.7-3.0 s, four interleaved each; not
     adopted here, since it changes the layout of existing instances.
-- **The aiohttp floor runs once** (for information; it took a minute of a slow suite).
+- **The suite's budget.** Two suites of this round took 19.7 and 20.3 min. What is there for
+  information spends less of it now: the aiohttp floor runs once (it took a minute of a slow
+  suite) and the no-change run on disk three times; each `wrk` run lasts 4 s instead of 5 s
+  (still tens of thousands of requests each, median of three).
 """
 
 

@@ -320,9 +320,10 @@ class Suite:
 
     def incremental(self, up: Upstream, home: Path) -> None:
         runs = self.options.incremental_runs
-        for _ in range(runs):
+        for index in range(runs):
             self.found.no_change.append(self.sync(up, home))
-            self.found.no_change_on_disk.append(self.sync(up, home, through_instance=True))
+            if index < self.options.on_disk_runs:  # for information: fewer, to save time
+                self.found.no_change_on_disk.append(self.sync(up, home, through_instance=True))
         stats = up.stats()
         counts = {"assets_updated": stats["assets"] // 100, "leads_changed": stats["leads"] // 100}
         self.found.mutation = counts
@@ -513,6 +514,12 @@ def main() -> int:
         help="no-change and changed runs each (median of; a second or a few each)",
     )
     parser.add_argument(
+        "--on-disk-runs",
+        type=int,
+        default=3,
+        help="no-change runs through `ductwork sync`'s instance on disk (for information)",
+    )
+    parser.add_argument(
         "--aiohttp-floor-runs",
         type=int,
         default=1,
@@ -523,7 +530,7 @@ def main() -> int:
     parser.add_argument("--dlt-large-runs", type=int, default=0, help="dlt peer runs at large")
     parser.add_argument("--scales", nargs="+", default=["medium", "large"])
     parser.add_argument("--floor-scales", nargs="*", default=["medium"])
-    parser.add_argument("--serve-seconds", type=int, default=5)
+    parser.add_argument("--serve-seconds", type=int, default=4, help="length of each wrk run")
     parser.add_argument("--wrk-threads", type=int, default=2)
     parser.add_argument("--wrk-connections", type=int, default=32)
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
