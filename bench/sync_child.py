@@ -57,14 +57,9 @@ def sync_through_instance(home: Path, url: str, api_key: str, s3_url: str) -> di
     """The ``sync_all`` job the way ``ductwork sync`` runs it: on the Dagster instance kept
     under the data folder, whose event log is SQLite on disk (``sync_once`` runs on an
     ephemeral in-memory instance)."""
-    os.environ.update(
-        DUCTWORK_HOME=str(home),
-        DUCTWORK_UPSTREAM_URL=url,
-        DUCTWORK_UPSTREAM_API_KEY=api_key,
-        DUCTWORK_S3_ENDPOINT_URL=s3_url,
-        DUCTWORK_S3_BUCKET=BUCKET,
-    )
-    from ductwork.settings import HomeSettings, load
+    from ductwork.settings import HomeSettings, load, upstream_environment
+
+    os.environ.update(DUCTWORK_HOME=str(home), **upstream_environment(url, api_key, s3_url, BUCKET))
     from pipelines.instance import prepare_dagster_home
     from pipelines.sync_command import run_job
 

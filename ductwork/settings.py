@@ -154,6 +154,19 @@ def load(kind: type[_S]) -> _S:
         raise SettingsError("; ".join(problems)) from None
 
 
+def upstream_environment(
+    upstream_url: str, api_key: str, s3_endpoint_url: str, bucket: str
+) -> dict[str, str]:
+    """The variables that point the sync at an upstream and an object store, for a process
+    started with them (the demo, tests, benchmarks)."""
+    return {
+        f"{PREFIX}UPSTREAM_URL": upstream_url,
+        f"{PREFIX}UPSTREAM_API_KEY": api_key,
+        f"{PREFIX}S3_ENDPOINT_URL": s3_endpoint_url,
+        f"{PREFIX}S3_BUCKET": bucket,
+    }
+
+
 ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     HomeSettings,
     UpstreamSettings,

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ductwork.contract import paths
-from ductwork.settings import HomeSettings, load
+from ductwork.settings import HomeSettings, load, upstream_environment
 from pipelines.instance import prepare_dagster_home
 from pipelines.processes import WORKSPACE, ProcessGroup, installed_command, wait_until_answering
 from serve.api_keys import KeyStore
@@ -34,10 +34,9 @@ def run_demo(options: argparse.Namespace) -> int:
     s3_url = f"http://{HOST}:{options.s3_port}"
     env = {
         **os.environ,
-        "DUCTWORK_UPSTREAM_URL": upstream_url,
-        "DUCTWORK_UPSTREAM_API_KEY": "sandbox-" + secrets.token_urlsafe(16),
-        "DUCTWORK_S3_ENDPOINT_URL": s3_url,
-        "DUCTWORK_S3_BUCKET": BUCKET,
+        **upstream_environment(
+            upstream_url, "sandbox-" + secrets.token_urlsafe(16), s3_url, BUCKET
+        ),
         "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "demo"),
         "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "demo"),
         "DAGSTER_HOME": str(prepare_dagster_home(home.dagster_home)),

@@ -11,6 +11,7 @@ import dagster as dg
 import duckdb
 
 from ductwork import snapshots
+from ductwork.settings import upstream_environment
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 
@@ -28,10 +29,7 @@ def sync_env(home: Path, upstream: SandboxHandle, store: ObjectStoreServer, key:
     return {
         **os.environ,
         "DUCTWORK_HOME": str(home),
-        "DUCTWORK_UPSTREAM_URL": upstream.url,
-        "DUCTWORK_UPSTREAM_API_KEY": key,
-        "DUCTWORK_S3_ENDPOINT_URL": store.endpoint_url,
-        "DUCTWORK_S3_BUCKET": store.bucket,
+        **upstream_environment(upstream.url, key, store.endpoint_url, store.bucket),
     }
 
 
