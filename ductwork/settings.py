@@ -89,7 +89,7 @@ class SyncSettings(_Base):
         default=30, ge=0, description="Days of recent leads re-read by every incremental run."
     )
     warehouse_memory_limit: str = Field(
-        default="384MB",
+        default="256MB",
         pattern=r"^[0-9]{1,6}(KB|MB|GB|KiB|MiB|GiB)$",
         description="DuckDB's memory limit for the sync; beyond it, DuckDB evicts or spills.",
     )

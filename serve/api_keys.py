@@ -103,7 +103,7 @@ class KeyStore:
 
     def _refresh(self) -> None:
         try:
-            stat = self.path.stat()
+            stat = os.stat(self.path)
         except FileNotFoundError:
             self._by_hash, self._stamp = {}, None
             return
