@@ -256,6 +256,12 @@ LEVERS = """\
   before. A fresh request id is 16 random bytes in hex (`uuid4().hex` cost about 2.3 µs, this
   0.6 µs), and the key file's change check calls `os.stat` directly (about 0.8 µs less than
   `Path.stat`; the check stays on every request, so a revoked key is refused at once).
+- **The suite's budget, eighth round.** Two suites of this round took 19.9 and 20.6 min on a
+  slower day (the httpx floor 75-134 s a run, against 79-91 s the round before). The runs for
+  information alone spend less again: the aiohttp floor is no longer run by default
+  (`--aiohttp-floor-runs 1`; in five suites the sync took 2.7-4.4 times as long as it did)
+  and the no-change run on disk runs once (`--on-disk-runs`). Every target's figure keeps its
+  repeats.
 """
 
 

@@ -516,13 +516,13 @@ def main() -> int:
     parser.add_argument(
         "--on-disk-runs",
         type=int,
-        default=3,
+        default=1,
         help="no-change runs through `ductwork sync`'s instance on disk (for information)",
     )
     parser.add_argument(
         "--aiohttp-floor-runs",
         type=int,
-        default=1,
+        default=0,
         help="runs of the floor on aiohttp (for information; interleaved with the first ones)",
     )
     parser.add_argument("--large-runs", type=int, default=1, help="full syncs at large")
