@@ -32,11 +32,10 @@ def run_demo(options: argparse.Namespace) -> int:
     home = load(HomeSettings)
     upstream_url = f"http://{HOST}:{options.sandbox_port}"
     s3_url = f"http://{HOST}:{options.s3_port}"
+    upstream_key = "sandbox-" + secrets.token_urlsafe(16)
     env = {
         **os.environ,
-        **upstream_environment(
-            upstream_url, "sandbox-" + secrets.token_urlsafe(16), s3_url, BUCKET
-        ),
+        **upstream_environment(upstream_url, upstream_key, s3_url, BUCKET),
         "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "demo"),
         "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "demo"),
         "DAGSTER_HOME": str(prepare_dagster_home(home.dagster_home)),
@@ -56,7 +55,7 @@ def run_demo(options: argparse.Namespace) -> int:
             _ductwork(
                 "sandbox", "--host", HOST, "--port", str(options.sandbox_port),
                 "--seed", str(options.seed), "--scale", options.scale,
-                "--api-key", env["DUCTWORK_UPSTREAM_API_KEY"],
+                "--api-key", upstream_key,
                 "--s3-endpoint-url", s3_url, "--s3-bucket", BUCKET,
             ),
             env,
