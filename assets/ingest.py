@@ -142,6 +142,7 @@ class PendingPages(Generic[T]):
         self._size = size
         self._pages: list[T] = []
         self._records = 0
+        self.committed = False  # whether any pages have been stored yet
 
     async def __aenter__(self) -> PendingPages[T]:
         return self
@@ -161,4 +162,9 @@ class PendingPages(Generic[T]):
         if not self._pages:
             return
         pages, self._pages, self._records = self._pages, [], 0
+        self.committed = True
         await asyncio.to_thread(self._store, pages)
+
+    def discard(self) -> None:
+        """Forget the held pages: leaving the block then stores nothing more."""
+        self._pages, self._records = [], 0

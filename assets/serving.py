@@ -50,6 +50,8 @@ def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.Mater
             "path": dg.MetadataValue.path(str(snapshot.path)),
             "size_bytes": snapshot.path.stat().st_size,
             "new_copy": published.copied,
+            # False when the warehouse file was untouched since the last publish stamped it.
+            "fingerprinted": published.fingerprinted,
             "pruned": len(removed),
         }
     )

@@ -234,6 +234,12 @@ async def _sync_assets(
     # Pages read before a failure are committed too: a rerun resumes after them.
     async with PendingPages(lambda pages: _upsert_pages(con, pages), ASSETS_PER_COMMIT) as held:
         report = await page_walk(client, progress, page_sink)
+        if resumed_after == 0 and not held.committed and not report.records and report.consistent:
+            # Nothing after the bookmark, and this run saw the whole walk: its progress would
+            # be written only to be cleared again. A run that writes nothing leaves the
+            # warehouse file as the last publish found it (see ``snapshots.publish``).
+            held.discard()
+            return report, "pages", resumed_after
     complete = await asyncio.to_thread(_walk_saw_everything, con, progress)
     if complete:
         last = await asyncio.to_thread(_walk_last_key, con, start)

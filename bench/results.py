@@ -262,6 +262,14 @@ LEVERS = """\
   (`--aiohttp-floor-runs 1`; in five suites the sync took 2.7-4.4 times as long as it did)
   and the no-change run on disk runs once (`--on-disk-runs`). Every target's figure keeps its
   repeats.
+- **The no-change run, ninth round.** Reading every table for the content fingerprint took
+  0.17-0.25 s of a medium no-change run. Each publish now stamps the warehouse file and its
+  write-ahead log (inode, size, modification and change times); DuckDB commits every write to
+  the log, so files found as stamped were not written since, and the snapshot is confirmed
+  without the fingerprint. The one write such a run still made (a digital-asset walk that
+  found nothing after the bookmark recorded its progress, then cleared it) is skipped.
+  Four interleaved pairs on copies of one medium warehouse: 0.98-1.10 s against 1.22-1.34 s,
+  the publish step 0.02-0.03 s against 0.20-0.22 s.
 """
 
 

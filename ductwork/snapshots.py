@@ -8,12 +8,18 @@ complete snapshot read-only and never contend with a running sync.
 A publish whose warehouse holds exactly what the current snapshot holds (the same content
 fingerprint) copies nothing: it only rewrites the pointer, whose modification time then says
 when a sync last confirmed the snapshot as current.
+
+Every publish also stamps the warehouse file as it left it (``WarehouseStamp``). DuckDB
+commits every write to the file's write-ahead log, and a checkpoint rewrites the file itself,
+so a warehouse whose file and log are both exactly as stamped has not been written since: the
+next publish then confirms the snapshot without reading every table for the fingerprint.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -33,6 +39,7 @@ PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
 STAGING_PREFIX = ".staging-"
 PUBLISH_LOCK = ".publish.lock"
+STAMP = "WAREHOUSE-STAMP"
 
 
 @dataclass(frozen=True)
@@ -56,11 +63,92 @@ def new_version() -> str:
 
 @dataclass(frozen=True)
 class Publication:
-    """The outcome of a publish: the current snapshot, and whether it is a new copy."""
+    """The outcome of a publish: the current snapshot, whether it is a new copy, and whether
+    the warehouse was fingerprinted (a warehouse untouched since its stamp is not)."""
 
     snapshot: Snapshot
     copied: bool
     fingerprint: str
+    fingerprinted: bool = True
+
+
+FileIdentity = tuple[int, int, int, int, int]  # device, inode, size, mtime_ns, ctime_ns
+
+
+def _identity(path: Path) -> FileIdentity | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class WarehouseStamp:
+    """The warehouse file and its write-ahead log as a publish left them, and the snapshot
+    (with its fingerprint) that held the same content then.
+
+    The change time (``ctime``) cannot be set back by any program, and both files are
+    compared, so an equal stamp means no write reached the warehouse since.
+    """
+
+    snapshot: str  # the snapshot file's name
+    fingerprint: str
+    warehouse: FileIdentity | None
+    wal: FileIdentity | None
+
+    @classmethod
+    def of(cls, database: Path, snapshot: Snapshot, fingerprint: str) -> WarehouseStamp:
+        """The stamp of ``database`` as it is now."""
+        wal = _identity(Path(f"{database}.wal"))
+        return cls(snapshot.path.name, fingerprint, _identity(database), wal)
+
+    @classmethod
+    def read(cls, snapshots_dir: Path) -> WarehouseStamp | None:
+        """The last stamp written, or None (none yet, or unreadable)."""
+        try:
+            saved = json.loads((snapshots_dir / STAMP).read_text(encoding="utf-8"))
+            return cls(
+                str(saved["snapshot"]),
+                str(saved["fingerprint"]),
+                _as_identity(saved["warehouse"]),
+                _as_identity(saved["wal"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, snapshots_dir: Path) -> None:
+        """Keep this stamp for the next publish."""
+        text = json.dumps(
+            {
+                "snapshot": self.snapshot,
+                "fingerprint": self.fingerprint,
+                "warehouse": self.warehouse,
+                "wal": self.wal,
+            }
+        )
+        _write_atomically(snapshots_dir / STAMP, text)
+
+
+def _as_identity(value: object) -> FileIdentity | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 5:
+        raise ValueError("not a file identity")
+    return (int(value[0]), int(value[1]), int(value[2]), int(value[3]), int(value[4]))
+
+
+def _unchanged_since_stamp(
+    snapshots_dir: Path, live: Snapshot, database: Path | None, publish_sql: str
+) -> WarehouseStamp | None:
+    """The stamp, when it vouches that the warehouse still holds what ``live`` holds: it was
+    taken for that snapshot, with this publishing SQL, and the files have not changed since."""
+    stamp = WarehouseStamp.read(snapshots_dir)
+    if stamp is None or database is None or stamp.warehouse is None:
+        return None
+    if stamp.snapshot != live.path.name or not stamp.fingerprint.endswith(publish_sql):
+        return None
+    return stamp if WarehouseStamp.of(database, live, stamp.fingerprint) == stamp else None
 
 
 def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
@@ -88,11 +176,22 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     # release of that SQL must publish anew even when the data has not changed.
     publishing_sql = snapshot_sql() + read_sql("snapshot_info") + read_sql("snapshot_info_comments")
     extras = hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()
-    fingerprint = f"{content_fingerprint(warehouse)};publish-sql:{extras}"
+    database = _database_path(warehouse)
     live = current(snapshots_dir)
+    if live is not None:
+        stamp = _unchanged_since_stamp(snapshots_dir, live, database, f";publish-sql:{extras}")
+        if stamp is not None:
+            with _publishing(snapshots_dir):
+                _write_atomically(snapshots_dir / POINTER, live.path.name)
+            return Publication(live, False, stamp.fingerprint, fingerprinted=False)
+    fingerprint = f"{content_fingerprint(warehouse)};publish-sql:{extras}"
     if live is not None and _fingerprint_of(live) == fingerprint:
+        # Written since the stamp, yet the same content: stamp the file as the log's
+        # checkpoint leaves it, so the next run that writes nothing is vouched for.
+        warehouse.execute("CHECKPOINT")
         with _publishing(snapshots_dir):
             _write_atomically(snapshots_dir / POINTER, live.path.name)
+        _stamp(snapshots_dir, database, live, fingerprint)
         return Publication(live, copied=False, fingerprint=fingerprint)
     version = new_version()
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
@@ -108,7 +207,22 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
             raise
         os.replace(staging, final)
         _write_atomically(snapshots_dir / POINTER, final.name)
-    return Publication(Snapshot(version, final), copied=True, fingerprint=fingerprint)
+    published = Snapshot(version, final)
+    _stamp(snapshots_dir, database, published, fingerprint)
+    return Publication(published, copied=True, fingerprint=fingerprint)
+
+
+def _database_path(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The file of the database in use (None for one in memory)."""
+    path = con.execute(read_sql("database_file")).fetchall()[0][1]
+    return Path(path) if path else None
+
+
+def _stamp(
+    snapshots_dir: Path, database: Path | None, snapshot: Snapshot, fingerprint: str
+) -> None:
+    if database is not None:
+        WarehouseStamp.of(database, snapshot, fingerprint).write(snapshots_dir)
 
 
 @contextmanager
@@ -252,12 +366,13 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
         if now - published[index - 1] > grace_s and not in_use(path):
             path.unlink(missing_ok=True)
             removed.append(path)
-    # Copies (and pointer drafts) left by a publish that was killed part way; never made
-    # current. While some publish holds the lock, only those older than the grace period go.
+    # Copies (and pointer and stamp drafts) left by a publish that was killed part way; never
+    # made current. While some publish holds the lock, only those older than the grace period go.
     publishing = in_use(snapshots_dir / PUBLISH_LOCK)
     leftovers = [
         *snapshots_dir.glob(f"{STAGING_PREFIX}*{SUFFIX}*"),
         *snapshots_dir.glob(f".{POINTER}.*"),
+        *snapshots_dir.glob(f".{STAMP}.*"),
     ]
     for path in leftovers:
         if not publishing or now - path.stat().st_mtime > grace_s:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -92,6 +93,61 @@ def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snap
         recorded = reader.execute("SELECT content_fingerprint FROM snapshot_info").fetchall()
     assert recorded == [(changed.fingerprint,)] and changed.fingerprint != first.fingerprint
     state.lease.release()
+
+
+def test_a_warehouse_untouched_since_its_publish_is_confirmed_without_a_fingerprint(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "snapshots"
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    con.execute(warehouse_sql.schema_sql())
+    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{}', now())")
+    first = snapshots.publish(con, folder)
+    again = snapshots.publish(con, folder)
+    assert first.copied and first.fingerprinted
+    assert not again.copied and not again.fingerprinted
+    assert (again.snapshot, again.fingerprint) == (first.snapshot, first.fingerprint)
+
+    # A stamp that is unreadable, or names another snapshot, vouches for nothing.
+    (folder / snapshots.STAMP).write_text("{not json", encoding="utf-8")
+    assert snapshots.publish(con, folder).fingerprinted
+    assert not snapshots.publish(con, folder).fingerprinted
+    other = folder / f"{snapshots.PREFIX}20000101T000000000000Z-other{snapshots.SUFFIX}"
+    shutil.copyfile(first.snapshot.path, other)
+    (folder / snapshots.POINTER).write_text(other.name, encoding="utf-8")
+    confirmed = snapshots.publish(con, folder)
+    assert confirmed.fingerprinted and confirmed.snapshot.path == other
+    con.close()
+
+
+def test_any_write_after_a_publish_has_the_next_one_fingerprint_the_warehouse(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "snapshots"
+    path = tmp_path / "warehouse.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(warehouse_sql.schema_sql())
+    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{}', now())")
+    first = snapshots.publish(con, folder)
+
+    # A write that leaves the content as it was (the log holds it): fingerprinted, not copied,
+    # and the file stamped anew, so the run after it is confirmed unread again.
+    con.execute("UPDATE pairings SET synced_at = now() + INTERVAL 1 MINUTE")
+    neutral = snapshots.publish(con, folder)
+    assert neutral.fingerprinted and not neutral.copied and neutral.snapshot == first.snapshot
+    assert not snapshots.publish(con, folder).fingerprinted
+
+    # A change made by another connection and checkpointed into the file on close.
+    con.close()
+    with duckdb.connect(str(path)) as other:
+        other.execute("INSERT INTO pairings VALUES (2, 'Pairing', now(), '{}', now())")
+    assert not Path(f"{path}.wal").exists()
+    con = duckdb.connect(str(path))
+    changed = snapshots.publish(con, folder)
+    assert changed.fingerprinted and changed.copied and changed.snapshot != first.snapshot
+    with duckdb.connect(str(changed.snapshot.path), read_only=True) as reader:
+        assert reader.execute("SELECT count(*) FROM pairings").fetchall() == [(2,)]
+    con.close()
 
 
 def test_the_warehouse_runs_under_the_memory_limit_setting_and_refuses_a_malformed_one(

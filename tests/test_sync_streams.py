@@ -131,11 +131,20 @@ def test_sync_metadata_counts_rows_and_requests_and_never_shows_the_key(
         assert UPSTREAM_KEY not in str(event), event.event_type_value
 
 
-def test_no_change_incremental_run_asks_little_of_the_upstream(
+def test_no_change_incremental_run_asks_little_of_the_upstream_and_writes_nothing(
     fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
     first = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
+    warehouse = HomeSettings(home=tmp_path).warehouse_path
+    published = warehouse.stat()
     again = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
+    # Nothing reached the warehouse file, so the publish confirmed the snapshot unread.
+    after = warehouse.stat()
+    assert (after.st_ctime_ns, after.st_size) == (published.st_ctime_ns, published.st_size)
+    assert not Path(f"{warehouse}.wal").exists()
+    assert first["serving_snapshot"]["new_copy"] and first["serving_snapshot"]["fingerprinted"]
+    assert not again["serving_snapshot"]["new_copy"]
+    assert not again["serving_snapshot"]["fingerprinted"]
     for key in CATALOG_KEYS:  # each list fetched once and found unchanged without parsing it
         name = key.to_user_string()
         assert first[name]["reads"] == 1 and not first[name]["unchanged"], name
