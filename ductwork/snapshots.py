@@ -25,7 +25,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -139,14 +139,15 @@ def _as_identity(value: object) -> FileIdentity | None:
 
 
 def _unchanged_since_stamp(
-    snapshots_dir: Path, live: Snapshot, database: Path | None, publish_sql: str
+    snapshots_dir: Path, live: Snapshot, database: Path | None, release: str
 ) -> WarehouseStamp | None:
     """The stamp, when it vouches that the warehouse still holds what ``live`` holds: it was
-    taken for that snapshot, with this publishing SQL, and the files have not changed since."""
+    taken for that snapshot, with this ``release`` of the publishing SQL (the fingerprint's
+    last part), and the files have not changed since."""
     stamp = WarehouseStamp.read(snapshots_dir)
     if stamp is None or database is None or stamp.warehouse is None:
         return None
-    if stamp.snapshot != live.path.name or not stamp.fingerprint.endswith(publish_sql):
+    if stamp.snapshot != live.path.name or not stamp.fingerprint.endswith(release):
         return None
     return stamp if WarehouseStamp.of(database, live, stamp.fingerprint) == stamp else None
 
@@ -175,20 +176,25 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     # What publishing adds (serving tables, comments, views) is part of a snapshot too: a new
     # release of that SQL must publish anew even when the data has not changed.
     publishing_sql = snapshot_sql() + read_sql("snapshot_info") + read_sql("snapshot_info_comments")
-    extras = hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()
+    release = f";publish-sql:{hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()}"
     database = _database_path(warehouse)
     live = current(snapshots_dir)
     if live is not None:
-        stamp = _unchanged_since_stamp(snapshots_dir, live, database, f";publish-sql:{extras}")
+        stamp = _unchanged_since_stamp(snapshots_dir, live, database, release)
         if stamp is not None:
             with _publishing(snapshots_dir):
                 _write_atomically(snapshots_dir / POINTER, live.path.name)
-            return Publication(live, False, stamp.fingerprint, fingerprinted=False)
-    fingerprint = f"{content_fingerprint(warehouse)};publish-sql:{extras}"
+            return Publication(
+                live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
+            )
+    fingerprint = content_fingerprint(warehouse) + release
     if live is not None and _fingerprint_of(live) == fingerprint:
         # Written since the stamp, yet the same content: stamp the file as the log's
-        # checkpoint leaves it, so the next run that writes nothing is vouched for.
-        warehouse.execute("CHECKPOINT")
+        # checkpoint leaves it, so the next run that writes nothing is vouched for. Should the
+        # checkpoint fail, the stamp records the log as it is and goes stale at the next close:
+        # that only costs the next run a fingerprint.
+        with suppress(duckdb.Error):
+            warehouse.execute("CHECKPOINT")
         with _publishing(snapshots_dir):
             _write_atomically(snapshots_dir / POINTER, live.path.name)
         _stamp(snapshots_dir, database, live, fingerprint)
