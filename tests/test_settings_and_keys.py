@@ -112,6 +112,12 @@ def test_a_warehouse_untouched_since_its_publish_is_confirmed_without_a_fingerpr
     (folder / snapshots.STAMP).write_text("{not json", encoding="utf-8")
     assert snapshots.publish(con, folder).fingerprinted
     assert not snapshots.publish(con, folder).fingerprinted
+    # Whole-second file times (a coarse file system) cannot tell a write in the same second.
+    whole_second = (int(time.time()) - 60) * 1_000_000_000
+    os.utime(tmp_path / "warehouse.duckdb", ns=(whole_second, whole_second))
+    assert snapshots.publish(con, folder).fingerprinted  # the file changed: stamped anew
+    assert snapshots.publish(con, folder).fingerprinted  # that stamp is whole seconds
+
     other = folder / f"{snapshots.PREFIX}20000101T000000000000Z-other{snapshots.SUFFIX}"
     shutil.copyfile(first.snapshot.path, other)
     (folder / snapshots.POINTER).write_text(other.name, encoding="utf-8")
