@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 
@@ -72,7 +73,14 @@ class Publication:
     fingerprinted: bool = True
 
 
-FileIdentity = tuple[int, int, int, int, int]  # device, inode, size, mtime_ns, ctime_ns
+class FileIdentity(NamedTuple):
+    """What ``stat`` says of a file that any write to it changes."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
 
 
 def _identity(path: Path) -> FileIdentity | None:
@@ -80,7 +88,9 @@ def _identity(path: Path) -> FileIdentity | None:
         found = path.stat()
     except FileNotFoundError:
         return None
-    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+    return FileIdentity(
+        found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,7 @@ class WarehouseStamp:
     @classmethod
     def of(cls, database: Path, snapshot: Snapshot, fingerprint: str) -> WarehouseStamp:
         """The stamp of ``database`` as it is now."""
-        wal = _identity(Path(f"{database}.wal"))
+        wal = _identity(write_ahead_log(database))
         return cls(snapshot.path.name, fingerprint, _identity(database), wal)
 
     @classmethod
@@ -133,9 +143,9 @@ class WarehouseStamp:
 def _as_identity(value: object) -> FileIdentity | None:
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) != 5:
+    if not isinstance(value, list) or len(value) != len(FileIdentity._fields):
         raise ValueError("not a file identity")
-    return (int(value[0]), int(value[1]), int(value[2]), int(value[3]), int(value[4]))
+    return FileIdentity(*(int(field) for field in value))
 
 
 def _unchanged_since_stamp(
@@ -147,7 +157,7 @@ def _unchanged_since_stamp(
     stamp = WarehouseStamp.read(snapshots_dir)
     if stamp is None or database is None or stamp.warehouse is None:
         return None
-    if stamp.warehouse[3] % 1_000_000_000 == 0:
+    if stamp.warehouse.mtime_ns % 1_000_000_000 == 0:
         # A file system that keeps whole seconds only: a write within the stamp's own second
         # could leave every field as stamped, so such a stamp vouches for nothing.
         return None
@@ -181,10 +191,10 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     # release of that SQL must publish anew even when the data has not changed.
     publishing_sql = snapshot_sql() + read_sql("snapshot_info") + read_sql("snapshot_info_comments")
     release = f";publish-sql:{hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()}"
-    database = _database_path(warehouse)
+    database = _Database.in_use(warehouse)
     live = current(snapshots_dir)
     if live is not None:
-        stamp = _unchanged_since_stamp(snapshots_dir, live, database, release)
+        stamp = _unchanged_since_stamp(snapshots_dir, live, database.path, release)
         if stamp is not None:
             with _publishing(snapshots_dir):
                 _write_atomically(snapshots_dir / POINTER, live.path.name)
@@ -201,14 +211,14 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
             warehouse.execute("CHECKPOINT")
         with _publishing(snapshots_dir):
             _write_atomically(snapshots_dir / POINTER, live.path.name)
-        _stamp(snapshots_dir, database, live, fingerprint)
+        _stamp(snapshots_dir, database.path, live, fingerprint)
         return Publication(live, copied=False, fingerprint=fingerprint)
     version = new_version()
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
     staging = snapshots_dir / f"{STAGING_PREFIX}{version}{SUFFIX}"
     with _publishing(snapshots_dir):
         try:
-            _copy_into(warehouse, staging, version, fingerprint)
+            _copy_into(warehouse, database, staging, version, fingerprint)
             _fsync(staging)
         except BaseException:
             # A failed publish (a full disk, most likely) must not leave a half-written copy
@@ -218,14 +228,26 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
         os.replace(staging, final)
         _write_atomically(snapshots_dir / POINTER, final.name)
     published = Snapshot(version, final)
-    _stamp(snapshots_dir, database, published, fingerprint)
+    _stamp(snapshots_dir, database.path, published, fingerprint)
     return Publication(published, copied=True, fingerprint=fingerprint)
 
 
-def _database_path(con: duckdb.DuckDBPyConnection) -> Path | None:
-    """The file of the database in use (None for one in memory)."""
-    path = con.execute(read_sql("database_file")).fetchall()[0][1]
-    return Path(path) if path else None
+@dataclass(frozen=True)
+class _Database:
+    """The database a connection uses: its name and its file (None for one in memory)."""
+
+    name: str
+    path: Path | None
+
+    @classmethod
+    def in_use(cls, con: duckdb.DuckDBPyConnection) -> _Database:
+        name, path = con.execute(read_sql("database_file")).fetchall()[0]
+        return cls(name, Path(path) if path else None)
+
+
+def write_ahead_log(database: Path) -> Path:
+    """Where DuckDB keeps the committed changes not yet checkpointed into ``database``."""
+    return Path(f"{database}.wal")
 
 
 def _stamp(
@@ -261,7 +283,11 @@ def _fingerprint_of(snapshot: Snapshot) -> str | None:
 
 
 def _copy_into(
-    warehouse: duckdb.DuckDBPyConnection, staging: Path, version: str, fingerprint: str
+    warehouse: duckdb.DuckDBPyConnection,
+    database: _Database,
+    staging: Path,
+    version: str,
+    fingerprint: str,
 ) -> None:
     """Copy the warehouse file into ``staging``, then add the serving tables to the copy.
 
@@ -273,15 +299,16 @@ def _copy_into(
     The serving tables point at base-table rows by rowid, so the copy's own checkpoint must
     not move those rows; that is checked, and a copy where it did is refused.
     """
-    source_name, source_path = warehouse.execute(read_sql("database_file")).fetchall()[0]
+    if database.path is None:
+        raise RuntimeError("a warehouse held in memory has no file to publish")
     warehouse.execute("CHECKPOINT")
-    wal = Path(f"{source_path}.wal")
+    wal = write_ahead_log(database.path)
     if wal.exists() and wal.stat().st_size > 0:
         raise RuntimeError(
             "the warehouse still has changes outside its file after a checkpoint; "
             "another writer may be running: publish again once it has finished"
         )
-    shutil.copyfile(source_path, staging)
+    shutil.copyfile(database.path, staging)
     warehouse.execute("ATTACH ? AS snapshot_target", [str(staging)])
     try:
         rows_before = _row_id_extents(warehouse, "snapshot_target")
@@ -289,7 +316,7 @@ def _copy_into(
         try:
             _build_snapshot_extras(warehouse, version, fingerprint)
         finally:
-            warehouse.execute(f"USE {quote_identifier(source_name)}")
+            warehouse.execute(f"USE {quote_identifier(database.name)}")
         warehouse.execute("CHECKPOINT snapshot_target")
         if _row_id_extents(warehouse, "snapshot_target") != rows_before:
             raise RuntimeError(
@@ -317,7 +344,7 @@ def _row_id_extents(con: duckdb.DuckDBPyConnection, database: str) -> list[tuple
 
 
 def _remove_staging(staging: Path) -> None:
-    for path in (staging, staging.with_name(staging.name + ".wal")):
+    for path in (staging, write_ahead_log(staging)):
         path.unlink(missing_ok=True)
 
 

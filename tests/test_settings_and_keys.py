@@ -45,10 +45,16 @@ def test_unknown_scope_is_refused(tmp_path: Path) -> None:
         KeyStore(tmp_path / "keys.json").create("x", ["everything"])
 
 
-def test_a_published_snapshot_stays_readable_after_the_next_publish(tmp_path: Path) -> None:
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+def warehouse_with_a_pairing(path: Path, record: str = "{}") -> duckdb.DuckDBPyConnection:
+    """A warehouse file at ``path`` with the schema and one pairing holding ``record``."""
+    con = duckdb.connect(str(path))
     con.execute(warehouse_sql.schema_sql())
-    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{}', now())")
+    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), ?, now())", [record])
+    return con
+
+
+def test_a_published_snapshot_stays_readable_after_the_next_publish(tmp_path: Path) -> None:
+    con = warehouse_with_a_pairing(tmp_path / "warehouse.duckdb")
     first = snapshots.publish(con, tmp_path / "snapshots").snapshot
     con.execute("INSERT INTO pairings VALUES (2, 'Pairing', now(), '{}', now())")
     second = snapshots.publish(con, tmp_path / "snapshots").snapshot
@@ -66,9 +72,7 @@ def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snap
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "snapshots"
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    con.execute(warehouse_sql.schema_sql())
-    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{\"a\":1}', now())")
+    con = warehouse_with_a_pairing(tmp_path / "warehouse.duckdb", '{"a":1}')
     first = snapshots.publish(con, folder)
     assert first.copied
     an_hour_ago = time.time() - 3600
@@ -99,9 +103,7 @@ def test_a_warehouse_untouched_since_its_publish_is_confirmed_without_a_fingerpr
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "snapshots"
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    con.execute(warehouse_sql.schema_sql())
-    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{}', now())")
+    con = warehouse_with_a_pairing(tmp_path / "warehouse.duckdb")
     first = snapshots.publish(con, folder)
     again = snapshots.publish(con, folder)
     assert first.copied and first.fingerprinted
@@ -131,9 +133,7 @@ def test_any_write_after_a_publish_has_the_next_one_fingerprint_the_warehouse(
 ) -> None:
     folder = tmp_path / "snapshots"
     path = tmp_path / "warehouse.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute(warehouse_sql.schema_sql())
-    con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), '{}', now())")
+    con = warehouse_with_a_pairing(path)
     first = snapshots.publish(con, folder)
 
     # A write that leaves the content as it was (the log holds it): fingerprinted, not copied,
@@ -147,7 +147,7 @@ def test_any_write_after_a_publish_has_the_next_one_fingerprint_the_warehouse(
     con.close()
     with duckdb.connect(str(path)) as other:
         other.execute("INSERT INTO pairings VALUES (2, 'Pairing', now(), '{}', now())")
-    assert not Path(f"{path}.wal").exists()
+    assert not snapshots.write_ahead_log(path).exists()
     con = duckdb.connect(str(path))
     changed = snapshots.publish(con, folder)
     assert changed.fingerprinted and changed.copied and changed.snapshot != first.snapshot

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from assets.catalog import CATALOG_KEYS
+from ductwork import snapshots
 from ductwork.contract.encoding import format_datetime, loads, parse_datetime
 from ductwork.contract.paths import UNIT_SLUGS
 from ductwork.local_server import serving
@@ -141,7 +142,7 @@ def test_no_change_incremental_run_asks_little_of_the_upstream_and_writes_nothin
     # Nothing reached the warehouse file, so the publish confirmed the snapshot unread.
     after = warehouse.stat()
     assert (after.st_ctime_ns, after.st_size) == (published.st_ctime_ns, published.st_size)
-    assert not Path(f"{warehouse}.wal").exists()
+    assert not snapshots.write_ahead_log(warehouse).exists()
     assert first["serving_snapshot"]["new_copy"] and first["serving_snapshot"]["fingerprinted"]
     assert not again["serving_snapshot"]["new_copy"]
     assert not again["serving_snapshot"]["fingerprinted"]
