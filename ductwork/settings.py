@@ -95,6 +95,21 @@ class SyncSettings(_Base):
     )
 
 
+class RunSettings(_Base):
+    """How runs share the warehouse and how the scheduler starts them."""
+
+    warehouse_wait_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds a run waits for another run to release the warehouse before failing.",
+    )
+    schedules: str = Field(
+        default="on",
+        pattern=r"^(on|off)$",
+        description="`off` leaves the schedules stopped; `on` runs them wherever the daemon runs.",
+    )
+
+
 class AlertSettings(_Base):
     """Where failed runs are reported."""
 
@@ -136,6 +151,15 @@ class ServeSettings(_Base):
         ge=1,
         description="Record cache of each large list (digital assets, leads) per worker, MiB.",
     )
+    dagster_url: str = Field(
+        default="http://127.0.0.1:3000",
+        description="Dagster webserver the read API submits pim-image-sync runs to.",
+    )
+    log_level: str = Field(
+        default="info",
+        pattern=r"^(critical|error|warning|info|debug)$",
+        description="Log level of `ductwork serve`; `info` writes the JSON access log.",
+    )
 
 
 _S = TypeVar("_S", bound=BaseSettings)
@@ -172,6 +196,7 @@ ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     UpstreamTuning,
     SyncSettings,
+    RunSettings,
     AlertSettings,
     S3Settings,
     ServeSettings,
