@@ -22,6 +22,7 @@ from assets.ingest import (
     fetch_each,
     run_metadata,
 )
+from assets.interrupts import stops_on_interrupt
 from assets.list_reader import digest_known_pages, read_whole_list
 from assets.loading import (
     Held,
@@ -313,6 +314,7 @@ def _mirror(
     pool=WAREHOUSE_POOL,
     retry_policy=INGEST_RETRY,
 )
+@stops_on_interrupt
 def catalog(
     context: dg.AssetExecutionContext, upstream: UpstreamResource, warehouse: DuckDBResource
 ) -> Iterator[dg.MaterializeResult]:

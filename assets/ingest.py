@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 
 import dagster as dg
 
+from assets.interrupts import stops_on_interrupt
 from ductwork.contract.encoding import parse_datetime
 from pipelines.resources import UpstreamResource
 from pipelines.upstream_client import RequestStats, UpstreamAuthError, UpstreamClient
@@ -30,8 +31,8 @@ def ingest_asset(
     *, group: str, description: str, kinds: set[str] | None = None, **extra: Any
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """``@dg.asset`` with what every ingest asset shares: owners, the warehouse pool (one
-    writer at a time) and the retry policy."""
-    return dg.asset(
+    writer at a time) and the retry policy, which an interrupt does not trigger."""
+    define = dg.asset(
         group_name=group,
         kinds=kinds or {"api", "duckdb"},
         owners=OWNERS,
@@ -40,6 +41,7 @@ def ingest_asset(
         description=description,
         **extra,
     )
+    return lambda compute: define(stops_on_interrupt(compute))
 
 
 @dataclass(frozen=True)

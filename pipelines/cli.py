@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
+from pipelines.usage import UsageError
 from serve.api_keys import SCOPES, KeyStore
 
 
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return options.run(options)
-    except SettingsError as exc:
+    except (SettingsError, UsageError) as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ductwork", description="Mirror the HVAC service into DuckDB and serve it again."
     )
+    parser.add_argument("--version", action="version", version=f"ductwork {_version()}")
     sub = parser.add_subparsers(dest="command")
 
     sub.add_parser("sandbox", help="Start the sandbox upstream (see: ductwork sandbox --help).")
@@ -50,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
         help="Asset name or group:NAME; repeatable (default: everything).",
     )
     sync.add_argument("--no-publish", action="store_true", help="Do not publish a snapshot.")
+    sync.add_argument(
+        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
+    )
     sync.add_argument(
         "--reconcile",
         action="store_true",
@@ -74,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     run_job = sub.add_parser("run-job", help="Run one Dagster job of ductwork by name.")
     run_job.add_argument("job", help="e.g. pim_image_sync, catalog_sync, reconcile_all")
     run_job.add_argument("--run-id", default=None, help="Use this run id (a UUID).")
+    run_job.add_argument(
+        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
+    )
     run_job.set_defaults(run=_run_job)
 
     serve = sub.add_parser("serve", help="Run the read API on the current snapshot.")
@@ -131,49 +138,80 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     dev = sub.add_parser("dev", help="The Dagster UI on the instance under DUCTWORK_HOME.")
-    dev.add_argument("--port", type=int, default=3000)
+    dev.add_argument("--port", type=int, default=3000, help="The UI's port on 127.0.0.1.")
     dev.set_defaults(run=_dev)
     return parser
 
 
-def _sync(options: argparse.Namespace) -> int:
-    from pipelines.sync_command import ControlError, run_sync
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
-        success = run_sync(
-            options.select,
-            publish=not options.no_publish,
-            reconcile=options.reconcile,
-            full_refresh=options.full_refresh,
-            reset=options.reset_bookmark,
-        )
-    except ControlError as exc:
-        print(f"ductwork: {exc}", file=sys.stderr)
-        return 2
-    return 0 if success else 1
+        return version("ductwork")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _sync(options: argparse.Namespace) -> int:
+    from pipelines.sync_command import run_sync
+
+    outcome = run_sync(
+        options.select,
+        publish=not options.no_publish,
+        reconcile=options.reconcile,
+        full_refresh=options.full_refresh,
+        reset=options.reset_bookmark,
+        verbose=options.verbose,
+    )
+    return outcome.exit_code
 
 
 def _run_job(options: argparse.Namespace) -> int:
     from pipelines.sync_command import run_job
 
-    return 0 if run_job(options.job, publish=False, run_id=options.run_id) else 1
+    outcome = run_job(options.job, publish=False, run_id=options.run_id, verbose=options.verbose)
+    return outcome.exit_code
 
 
 def _serve(options: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+
     import uvicorn
 
     settings = load(ServeSettings)
     load(HomeSettings)
-    uvicorn.run(
-        "serve.app:create_app",
-        factory=True,
-        host=options.host or settings.serve_host,
-        port=options.port or settings.serve_port,
-        workers=options.workers or settings.serve_workers,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-    )
+    workers = options.workers or settings.serve_workers
+    metrics_dir = None
+    if workers > 1:
+        # The workers' metric files, summed by /metrics. Local to this machine, not under the
+        # data folder: several read-API hosts may share that folder, and their pids collide.
+        # prometheus_client reads the variable at import, so it is set before workers start.
+        metrics_dir = tempfile.mkdtemp(prefix="ductwork-serve-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    else:
+        # One process keeps its metrics in memory; an inherited variable would point it at
+        # files other processes may have written.
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    # Imported only now: it imports prometheus_client, which the one-worker server runs in.
+    from serve.observability import serve_logging_config
+
+    try:
+        uvicorn.run(
+            "serve.app:create_app",
+            factory=True,
+            host=options.host or settings.serve_host,
+            port=options.port or settings.serve_port,
+            workers=workers,
+            loop="uvloop",
+            http="httptools",
+            log_config=serve_logging_config(settings.log_level),
+            log_level=settings.log_level,
+            access_log=False,  # the app's JSON access log replaces uvicorn's
+        )
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 
@@ -236,11 +274,18 @@ def _demo(options: argparse.Namespace) -> int:
 
 def _dev(options: argparse.Namespace) -> int:
     from pipelines.instance import prepare_dagster_home
-    from pipelines.processes import WORKSPACE, installed_command
+    from pipelines.processes import WORKSPACE, installed_command, run_until_stopped, taken_port
 
+    host = "127.0.0.1"
+    taken = taken_port(host, [("Dagster UI", options.port)])
+    if taken is not None:
+        print(f"ductwork: {taken}", file=sys.stderr)
+        return 2
     prepare_dagster_home(load(HomeSettings).dagster_home)
-    command = [installed_command("dagster"), "dev", "-w", str(WORKSPACE), "-p", str(options.port)]
-    return subprocess.call(command, env=os.environ.copy())
+    command = [installed_command("dagster"), "dev", "-w", str(WORKSPACE), "-h", host]
+    command += ["-p", str(options.port)]
+    env = os.environ.copy()
+    return run_until_stopped("dev", lambda group: group.start(command, env).wait())
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from assets.stream_checks import (
 from assets.warehouse import WAREHOUSE_CHECKS, warehouse_digital_assets, warehouse_submittals
 from pipelines.jobs import JOBS, SCHEDULES
 from pipelines.resources import default_resources
+from pipelines.run_progress import progress_logger
 from pipelines.sensors import SENSORS
 
 SYNCED_AND_PUBLISHED = [*SYNCED_ASSETS, serving_snapshot]
@@ -75,6 +76,7 @@ defs = dg.Definitions(
     schedules=SCHEDULES,
     sensors=SENSORS,
     resources=default_resources(),
+    loggers={**dg.default_loggers(), "progress": progress_logger},
 )
 # What has been built so far (Dagster, the libraries, these definitions) lives as long as the
 # process. Frozen, it is no longer re-scanned by the collector's full passes, which parsing the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import secrets
 import signal
@@ -14,7 +13,14 @@ from pathlib import Path
 from ductwork.contract import paths
 from ductwork.settings import HomeSettings, load, upstream_environment
 from pipelines.instance import prepare_dagster_home
-from pipelines.processes import WORKSPACE, ProcessGroup, installed_command, wait_until_answering
+from pipelines.processes import (
+    WORKSPACE,
+    ProcessGroup,
+    installed_command,
+    run_until_stopped,
+    taken_port,
+    wait_until_answering,
+)
 from serve.api_keys import KeyStore
 
 HOST = "127.0.0.1"
@@ -26,7 +32,13 @@ def _ductwork(*args: str) -> list[str]:
 
 
 def run_demo(options: argparse.Namespace) -> int:
-    """Run everything until interrupted (or until the API answered, with --exit-after-sync)."""
+    """Run everything until SIGINT, SIGTERM or SIGHUP (or until the API answered, with
+    --exit-after-sync); then stop every process it started. Returns 128 + the signal's number
+    after a signal, 2 (having started nothing) when one of its ports is taken."""
+    taken = taken_port(HOST, _ports(options))
+    if taken is not None:
+        print(f"ductwork: {taken}", file=sys.stderr)
+        return 2
     if "DUCTWORK_HOME" not in os.environ:
         os.environ["DUCTWORK_HOME"] = str(Path(".ductwork/demo").resolve())
     home = load(HomeSettings)
@@ -42,8 +54,8 @@ def run_demo(options: argparse.Namespace) -> int:
     }
     os.environ.update(env)
     api_url = f"http://{HOST}:{options.api_port}"
-    with ProcessGroup() as group:
-        _stop_on_sigterm()
+
+    def demo(group: ProcessGroup) -> int:
         print(f"[demo] object store (moto S3 server) on {s3_url}, bucket {BUCKET}")
         moto = group.start(
             [installed_command("moto_server"), "-H", HOST, "-p", str(options.s3_port)], env
@@ -80,10 +92,19 @@ def run_demo(options: argparse.Namespace) -> int:
         if options.exit_after_sync:
             return 0
         print("Press Ctrl-C to stop everything.", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
+        while True:
             signal.pause()
-        print("\n[demo] stopping")
-    return 0
+
+    return run_until_stopped("demo", demo)
+
+
+def _ports(options: argparse.Namespace) -> list[tuple[str, int]]:
+    """Every port the demo binds, with what binds it."""
+    ports = [("read API", options.api_port)]
+    if not options.no_ui:
+        ports.append(("Dagster UI", options.ui_port))
+    ports += [("sandbox upstream", options.sandbox_port), ("S3 server", options.s3_port)]
+    return ports
 
 
 def _seed_bucket(s3_url: str, seed: int) -> None:
@@ -94,13 +115,6 @@ def _seed_bucket(s3_url: str, seed: int) -> None:
     client = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
     client.create_bucket(Bucket=BUCKET)
     seed_manuals(client, BUCKET, seed, 40)
-
-
-def _stop_on_sigterm() -> None:
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
 
 
 def _print_summary(api_url: str, key: str, ui_url: str | None, home: HomeSettings) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from ductwork.settings import RunSettings, load
+
 # Every asset of a run executes in one process, one after another: each asset already
 # overlaps its own requests, and DuckDB accepts a single writer.
 EXECUTOR = dg.in_process_executor
@@ -50,23 +52,31 @@ pim_image_sync_job = dg.define_asset_job(
     executor_def=EXECUTOR,
 )
 
+# Scheduled syncs are the product's main use: they run wherever the daemon runs, unless
+# DUCTWORK_SCHEDULES=off.
+SCHEDULE_STATUS = (
+    dg.DefaultScheduleStatus.STOPPED
+    if load(RunSettings).schedules == "off"
+    else dg.DefaultScheduleStatus.RUNNING
+)
 SCHEDULES = [
     dg.ScheduleDefinition(
         name="catalog_hourly", job=catalog_sync_job, cron_schedule="7 * * * *",
-        description="Catalog and pairings every hour.",
+        description="Catalog and pairings every hour.", default_status=SCHEDULE_STATUS,
     ),
     dg.ScheduleDefinition(
         name="assets_and_leads_every_15_minutes", job=fast_streams_job,
         cron_schedule="*/15 * * * *",
         description="Digital assets and leads every 15 minutes, incrementally.",
+        default_status=SCHEDULE_STATUS,
     ),
     dg.ScheduleDefinition(
         name="reconcile_nightly", job=reconcile_job, cron_schedule="30 2 * * *",
-        description="Nightly reconciliation of every stream.",
+        description="Nightly reconciliation of every stream.", default_status=SCHEDULE_STATUS,
     ),
     dg.ScheduleDefinition(
         name="pim_image_sync_nightly", job=pim_image_sync_job, cron_schedule="0 4 * * *",
-        description="Nightly product-image mirror.",
+        description="Nightly product-image mirror.", default_status=SCHEDULE_STATUS,
     ),
 ]  # fmt: skip
 JOBS = [sync_all_job, reconcile_job, catalog_sync_job, fast_streams_job, pim_image_sync_job]

@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr
 from ductwork.contract.manuals import object_url
 from ductwork.settings import HomeSettings, S3Settings, UpstreamTuning, load
 from pipelines.upstream_client import RetryRules, UpstreamClient
+from pipelines.warehouse_admission import hold_warehouse, note_stop_signal
 
 
 class UpstreamResource(dg.ConfigurableResource):
@@ -38,17 +39,13 @@ class UpstreamResource(dg.ConfigurableResource):
 
 
 class Warehouse(DuckDBResource):
-    """The working warehouse: dagster-duckdb's resource, with the database held open for the
-    length of a run.
+    """The working warehouse: dagster-duckdb's resource, held by one run at a time.
 
-    Every step opens and closes its own connection. With no other connection to the file open
-    in the process, each open starts a DuckDB instance afresh (about 30 ms, even in memory) and
-    each close after a write checkpoints; one connection held for the run makes every other
-    open and close cost well under a millisecond. The instance runs one run at a time (its run
-    queue) and the warehouse has no other reader, so holding the file for the run keeps out no
-    other run; a ``ductwork sync`` started beside a run, outside the queue, waits for the run to
-    end (and fails after dagster-duckdb's retries, about 100 s). Outside a run (no setup), it is
-    the plain resource.
+    In a run, setting it up takes the warehouse's lease first (waiting while another run holds
+    it, see ``pipelines.warehouse_admission``), then holds the database open for the length of
+    the run: every step opens and closes its own connection, and with no other connection to
+    the file open in the process each open would start a DuckDB instance afresh and each close
+    after a write would checkpoint. Outside a run (no setup), it is the plain resource.
     """
 
     _held: ExitStack | None = PrivateAttr(default=None)
@@ -57,7 +54,18 @@ class Warehouse(DuckDBResource):
         # DuckDB creates the file but not its folder.
         Path(self.database).parent.mkdir(parents=True, exist_ok=True)
         held = ExitStack()
-        held.enter_context(self.get_connection())
+        run = context.dagster_run
+        if context.instance is not None and run is not None:
+            lease = hold_warehouse(context.instance, run.run_id, Path(self.database), context.log)
+            held.callback(lease.release)
+            # Runs before the run's end is recorded: a signal that interrupted the run makes
+            # it end as canceled.
+            held.callback(note_stop_signal, context.instance, run.run_id)
+        try:
+            held.enter_context(self.get_connection())
+        except BaseException:
+            held.close()
+            raise
         self._held = held
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+from dataclasses import dataclass
+
 import dagster as dg
 
 from ductwork.settings import HomeSettings, UpstreamSettings, load
 from pipelines.instance import prepare_dagster_home
+from pipelines.run_progress import logger_config, summarise
+from pipelines.run_recovery import worker_tags
+from pipelines.run_signals import WatchStopSignals
+from pipelines.usage import UsageError
 
 # Run config of the incremental streams: a full refresh re-reads everything from scratch;
 # a reset forgets the bookmark (or cursor), so the incremental walk starts from the beginning.
@@ -20,8 +28,8 @@ RESET = {
 }
 
 
-class ControlError(ValueError):
-    """A stream named on the command line cannot take the requested control."""
+class ControlError(UsageError):
+    """A stream, asset, group or job named on the command line cannot be used as asked."""
 
 
 def stream_controls(
@@ -51,25 +59,44 @@ def stream_controls(
     return list(dict.fromkeys(streams)), ({"ops": ops} if ops else {})
 
 
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a CLI run ended."""
+
+    run_id: str
+    status: dg.DagsterRunStatus
+    signal_exit_code: int | None  # 128 + the stop signal that ended it, if one did
+
+    @property
+    def exit_code(self) -> int:
+        """0 on success, 128 + the signal's number when a signal stopped it, else 1."""
+        if self.signal_exit_code is not None:
+            return self.signal_exit_code
+        return 0 if self.status == dg.DagsterRunStatus.SUCCESS else 1
+
+
 def run_sync(
     selection: list[str] | None = None,
     publish: bool = True,
     reconcile: bool = False,
     full_refresh: list[str] | None = None,
     reset: list[str] | None = None,
-) -> bool:
-    """Materialise the selected assets (all by default) and publish a snapshot; True on success.
+    verbose: bool = False,
+) -> RunOutcome:
+    """Materialise the selected assets (all by default) and publish a snapshot.
 
     ``selection`` names assets (``pairings``) or groups (``group:catalog``); ``reconcile``
     runs full listings (deletions detected, every lead re-read). Streams named in
     ``full_refresh`` or ``reset`` are added to the selection and run with that control.
     """
     if not (full_refresh or reset):
-        return run_job("reconcile_all" if reconcile else "sync_all", selection, publish)
+        job = "reconcile_all" if reconcile else "sync_all"
+        return run_job(job, selection, publish, verbose=verbose)
     streams, run_config = stream_controls(full_refresh, reset)
     if reconcile:
         raise ControlError("--reconcile already re-reads every stream; drop the stream controls")
-    return run_job("sync_all", [*(selection or []), *streams], publish, run_config=run_config)
+    selected = [*(selection or []), *streams]
+    return run_job("sync_all", selected, publish, run_config=run_config, verbose=verbose)
 
 
 def run_job(
@@ -78,24 +105,60 @@ def run_job(
     publish: bool = True,
     run_id: str | None = None,
     run_config: dict | None = None,
-) -> bool:
-    """Execute a job of the code location on the instance under DUCTWORK_HOME."""
+    verbose: bool = False,
+) -> RunOutcome:
+    """Execute a job of the code location on the instance under DUCTWORK_HOME, in this
+    process, printing a line per finished step and a summary.
+
+    The run waits its turn at the warehouse like any other (see
+    ``pipelines.warehouse_admission``). SIGINT, SIGTERM and SIGHUP end it as canceled.
+    """
     load(UpstreamSettings)  # fail early, in one line, when the upstream is not configured
     home = load(HomeSettings)
     prepare_dagster_home(home.dagster_home)
     from pipelines.definitions import defs  # after DAGSTER_HOME is set
 
+    if job_name not in {job.name for job in defs.resolve_all_job_defs()}:
+        names = sorted(job.name for job in defs.resolve_all_job_defs())
+        raise ControlError(f"unknown job {job_name!r}; jobs: {', '.join(names)}")
     job = defs.resolve_job_def(job_name)
     keys = _selected_keys(defs, selection, publish)
+    run_id = run_id or str(uuid.uuid4())
+    config = {**(run_config or {}), **logger_config(verbose)}
+    started = time.monotonic()
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            asset_selection=keys,
-            raise_on_error=False,
-            run_id=run_id,
-            run_config=run_config,
-        )
-    return result.success
+        with WatchStopSignals() as stop:
+            events: list[dg.DagsterEvent] = []
+            try:
+                result = job.execute_in_process(
+                    instance=instance,
+                    asset_selection=keys,
+                    raise_on_error=False,
+                    run_id=run_id,
+                    run_config=config,
+                    tags=worker_tags(),
+                )
+                events = list(result.all_events)
+            except KeyboardInterrupt:
+                pass  # a stop signal before the run began executing, or after it ended
+            status = _settle(instance, run_id)
+        outcome = RunOutcome(run_id, status, stop.exit_code)
+    for line in summarise(run_id, status.value, events, time.monotonic() - started).lines():
+        print(line, flush=True)
+    return outcome
+
+
+def _settle(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:
+    """The run's final status, ending it as canceled if an interrupt left it open, with every
+    pool slot it claimed freed."""
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        return dg.DagsterRunStatus.CANCELED  # stopped before the run was created
+    if not run.is_finished:
+        instance.report_run_canceled(run, message="stopped by a signal")
+    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+    settled = instance.get_run_by_id(run_id)
+    return settled.status if settled is not None else run.status
 
 
 def _selected_keys(
@@ -104,12 +167,23 @@ def _selected_keys(
     if not selection:
         return None
     graph = defs.resolve_asset_graph()
+    known_keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    known_groups = {graph.get(key).group_name for key in graph.get_all_asset_keys()}
     chosen = dg.AssetSelection.assets()
     for name in selection:
         if name.startswith("group:"):
-            chosen = chosen | dg.AssetSelection.groups(name.removeprefix("group:"))
-        else:
+            group = name.removeprefix("group:")
+            if group not in known_groups:
+                raise ControlError(
+                    f"unknown group {group!r}; groups: {', '.join(sorted(known_groups))}"
+                )
+            chosen = chosen | dg.AssetSelection.groups(group)
+        elif name in known_keys:
             chosen = chosen | dg.AssetSelection.assets(name)
+        else:
+            raise ControlError(
+                f"unknown asset {name!r}; assets: {', '.join(sorted(known_keys))} (or group:NAME)"
+            )
     if publish:
         chosen = chosen | dg.AssetSelection.assets("serving_snapshot")
     keys = sorted(chosen.resolve(graph), key=lambda key: key.to_user_string())

@@ -74,10 +74,11 @@ class ReadApi(FastAPI):
 
 
 @asynccontextmanager
-async def _closing_snapshot(app: FastAPI) -> AsyncIterator[None]:
-    """On shutdown, close the snapshot the app serves from."""
+async def _closing_on_shutdown(app: FastAPI) -> AsyncIterator[None]:
+    """On shutdown, close the snapshot the app serves from and retire this worker's metrics."""
     yield
     app.state.live.close()
+    app.state.metrics.close()
 
 
 def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = None) -> FastAPI:
@@ -85,7 +86,7 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
     home = home or load(HomeSettings)
     serve = serve or load(ServeSettings)
     app = ReadApi(
-        lifespan=_closing_snapshot,
+        lifespan=_closing_on_shutdown,
         # FastAPI's native OpenTelemetry looks for configured providers on every request
         # (about 17 µs); the API reports through its own Prometheus metrics and access log.
         telemetry={"tracing": False, "metrics": False, "logs": False},

@@ -1,11 +1,17 @@
 """Request ids, the JSON access log and Prometheus metrics, as one pure ASGI middleware.
 
-The access log records method, path, status, duration, client and request id: never headers
-(keys live there) and never query strings or bodies (lead data could).
+The access log records method, path, status, duration, client, request id and worker pid:
+never headers (keys live there) and never query strings or bodies (lead data could).
+
+Under ``ductwork serve`` with several workers, each writes its metrics to files in the folder
+``PROMETHEUS_MULTIPROC_DIR`` names (prometheus_client's multiprocess mode) and ``/metrics``
+sums them, whichever worker answers. An app in a process without that variable keeps its
+metrics in a registry of its own.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -13,7 +19,9 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from uvicorn.config import LOGGING_CONFIG
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -24,21 +32,35 @@ ASGIApp = Callable[
 access_log = logging.getLogger("ductwork.access")
 
 
+def shared_metrics() -> bool:
+    """Whether this process's metrics live in prometheus_client's multiprocess files."""
+    # prometheus_client chooses its value store once, when it is imported, from the variable;
+    # asking the store it chose stays right even if the variable was set after that import.
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
 class Metrics:
-    """The read API's metrics, in a registry of their own (one per app)."""
+    """The read API's metrics: summed over every worker's files in multiprocess mode,
+    otherwise in a registry of their own (one per app)."""
 
     def __init__(self) -> None:
+        self.shared = shared_metrics()
         self.registry = CollectorRegistry()
+        if self.shared:
+            MultiProcessCollector(self.registry)
+        # In multiprocess mode the values are read back from the files, not from the metrics.
+        own = None if self.shared else self.registry
         self.requests = Counter(
-            "ductwork_requests", "Requests answered", ["family", "status"], registry=self.registry
+            "ductwork_requests", "Requests answered", ["family", "status"], registry=own
         )
         self.latency = Histogram(
-            "ductwork_request_seconds", "Time to answer", ["family"], registry=self.registry,
+            "ductwork_request_seconds", "Time to answer", ["family"], registry=own,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )  # fmt: skip
+        # Set by whichever worker answers /metrics: the latest reading is the one to report.
         self.snapshot_age = Gauge(
             "ductwork_snapshot_age_seconds", "Age of the snapshot being served",
-            registry=self.registry,
+            registry=own, multiprocess_mode="livemostrecent",
         )  # fmt: skip
         # labels() takes a lock and builds a key on every call: keep each labelled child.
         self._counted: dict[tuple[str, int], Any] = {}
@@ -54,6 +76,34 @@ class Metrics:
             timer = self._timed[family] = self.latency.labels(family)
         counter.inc()
         timer.observe(seconds)
+
+    def close(self) -> None:
+        """As the worker stops: drop its live gauge from the shared files (its counts stay)."""
+        if self.shared:
+            mark_process_dead(os.getpid())
+
+
+def serve_logging_config(level: str) -> dict[str, Any]:
+    """uvicorn's ``log_config`` for ``ductwork serve``, applied in every worker it starts.
+
+    At ``level`` (``info`` or ``debug`` for the access log): the JSON access log on stdout,
+    one object a line and nothing else; ductwork's other logs and uvicorn's own on stderr.
+    """
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["ductwork"] = {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}
+    config["formatters"]["json_line"] = {"format": "%(message)s"}
+    config["handlers"]["ductwork"] = {
+        "class": "logging.StreamHandler", "formatter": "ductwork", "stream": "ext://sys.stderr",
+    }  # fmt: skip
+    config["handlers"]["ductwork_access"] = {
+        "class": "logging.StreamHandler", "formatter": "json_line", "stream": "ext://sys.stdout",
+    }  # fmt: skip
+    level = level.upper()
+    config["loggers"]["ductwork"] = {"handlers": ["ductwork"], "level": level, "propagate": False}
+    config["loggers"][access_log.name] = {
+        "handlers": ["ductwork_access"], "level": level, "propagate": False,
+    }  # fmt: skip
+    return config
 
 
 def _family(path: str) -> str:
@@ -104,4 +154,5 @@ class RequestTelemetry:
                     "request_id": request_id, "method": scope["method"],
                     "path": scope["path"][:512], "status": status,
                     "ms": round(elapsed * 1000, 2), "client": (scope.get("client") or ["-"])[0],
+                    "pid": os.getpid(),
                 }))  # fmt: skip

@@ -1,0 +1,155 @@
+"""What an operator sees of a run on the terminal: one line per finished step, then a summary.
+
+Dagster's own event stream (about a hundred DEBUG lines a run) stays in the run's page in the
+UI, and on the terminal behind ``ductwork sync --verbose``. The ``progress`` logger prints only
+finished steps, failures and the messages assets log at INFO or above (a run waiting for the
+warehouse says whom it waits for).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import dagster as dg
+
+# Metadata entries that count rows a run changed, by the assets that report them.
+CHANGE_ENTRIES = ("rows_upserted", "rows_inserted", "rows_updated", "rows_deleted", "changed")
+
+
+def _number(value: Any) -> float | None:
+    raw = getattr(value, "value", value)
+    return raw if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+
+
+def _metadata(event: dg.DagsterEvent) -> Mapping[str, Any]:
+    materialization = event.step_materialization_data.materialization
+    return materialization.metadata
+
+
+@dataclass
+class StepLine:
+    """What one step materialised, as it finishes."""
+
+    assets: dict[str, int] = field(default_factory=dict)
+    checks_passed: int = 0
+    checks_failed: int = 0
+
+    def render(self, step: str, seconds: float) -> str:
+        """The step's line: its name, the rows each asset has, its checks, its time."""
+        parts = []
+        if self.assets:
+            if list(self.assets) == [step]:
+                parts.append(f"{self.assets[step]:,} rows")
+            else:
+                parts.append(", ".join(f"{key} {rows:,}" for key, rows in self.assets.items()))
+                parts[-1] += " rows"
+        if self.checks_passed or self.checks_failed:
+            parts.append(f"{self.checks_passed} checks passed, {self.checks_failed} failed")
+        detail = "; ".join(parts) or "done"
+        return f"  ok  {step:<28} {detail}  ({seconds:.1f} s)"
+
+
+class ProgressHandler(logging.Handler):
+    """Turns Dagster's events into step lines on ``stream``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(logging.DEBUG)  # Dagster's events arrive at DEBUG
+        self.stream = stream
+        self.steps: dict[str, StepLine] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "dagster_meta", None) or {}
+        event: dg.DagsterEvent | None = meta.get("dagster_event")
+        if event is None:
+            if record.levelno >= logging.INFO:
+                self._print(f"  ..  {meta.get('orig_message') or record.getMessage()}")
+            return
+        step = event.step_key or ""
+        if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
+            rows = _number(_metadata(event).get("dagster/row_count"))
+            key = event.asset_key.to_user_string() if event.asset_key else step
+            self.steps.setdefault(step, StepLine()).assets[key] = int(rows or 0)
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            line = self.steps.setdefault(step, StepLine())
+            if event.asset_check_evaluation_data.passed:
+                line.checks_passed += 1
+            else:
+                line.checks_failed += 1
+        elif event.event_type == dg.DagsterEventType.STEP_SUCCESS:
+            seconds = event.step_success_data.duration_ms / 1000
+            self._print(self.steps.pop(step, StepLine()).render(step, seconds))
+        elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            error = event.step_failure_data.error
+            reason = error.message.strip().splitlines()[0] if error else "failed"
+            self._print(f"  FAILED {step}: {reason}")
+        elif event.event_type == dg.DagsterEventType.STEP_SKIPPED:
+            self._print(f"  --  {step} skipped (an upstream step or blocking check failed)")
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+
+@dg.logger(description="One line per finished step; what `ductwork sync` prints.")
+def progress_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
+    """A logger printing finished steps to stdout."""
+    log = logging.Logger("ductwork.progress", level=logging.DEBUG)
+    log.addHandler(ProgressHandler(sys.stdout))
+    return log
+
+
+def logger_config(verbose: bool) -> dict[str, Any]:
+    """Run config of the loggers: step lines, and Dagster's whole stream when verbose."""
+    loggers: dict[str, Any] = {"progress": {}}
+    if verbose:
+        loggers["console"] = {"config": {"log_level": "DEBUG"}}
+    return {"loggers": loggers}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a finished run did, for the lines printed after it."""
+
+    run_id: str
+    status: str
+    rows_changed: dict[str, int]
+    snapshot: str | None
+    seconds: float
+
+    def lines(self) -> list[str]:
+        """The summary as printed."""
+        out = [f"run {self.run_id}: {self.status.lower()} in {self.seconds:.1f} s"]
+        if self.rows_changed:
+            changed = ", ".join(f"{key} {rows:,}" for key, rows in self.rows_changed.items())
+            out.append(f"  rows changed: {changed}")
+        else:
+            out.append("  rows changed: none")
+        if self.snapshot:
+            out.append(f"  snapshot: {self.snapshot}")
+        return out
+
+
+def summarise(
+    run_id: str, status: str, events: Iterable[dg.DagsterEvent], seconds: float
+) -> RunSummary:
+    """The summary of a run from its events."""
+    changed: dict[str, int] = {}
+    snapshot = None
+    for event in events:
+        if event.event_type != dg.DagsterEventType.ASSET_MATERIALIZATION:
+            continue
+        metadata = _metadata(event)
+        key = event.asset_key.to_user_string() if event.asset_key else ""
+        if key == "serving_snapshot":
+            version = getattr(metadata.get("version"), "value", metadata.get("version"))
+            new = getattr(metadata.get("new_copy"), "value", metadata.get("new_copy"))
+            snapshot = f"version {version} ({'new' if new else 'confirmed, nothing changed'})"
+            continue
+        counts = [_number(metadata.get(entry)) for entry in CHANGE_ENTRIES]
+        total = int(sum(count for count in counts if count))
+        if total:
+            changed[key] = changed.get(key, 0) + total
+    return RunSummary(run_id, status, changed, snapshot, seconds)
