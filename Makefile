@@ -5,7 +5,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: install test lint demo dev bench clean soak
+.PHONY: install test lint test-packages demo dev bench clean soak
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -21,7 +21,10 @@ lint: install ## ruff, and the Dagster definitions load
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 
-test: lint ## The whole test suite
+test-packages: ## Debian's chromium and postgresql, which the tests drive (installed as root)
+	.ci/provision-test-packages
+
+test: lint test-packages ## The whole test suite
 	$(RUN) pytest
 
 soak: install ## More trials of the fault, crash and bad-input tests (minutes, not seconds)

@@ -6,7 +6,6 @@ import argparse
 import os
 import secrets
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -75,7 +74,9 @@ def run_demo(options: argparse.Namespace) -> int:
         wait_until_answering(upstream_url + paths.INDOOR_MODELS, sandbox, timeout_s=300)
 
         print(f"[demo] full sync into {home.warehouse_path} (runs recorded in the Dagster UI)")
-        if subprocess.call(_ductwork("sync"), env=env) != 0:
+        # A child of the group: a stop signal reaches it as SIGTERM, and it ends its run as
+        # canceled within the group's grace period.
+        if group.start(_ductwork("sync"), env).wait() != 0:
             print("[demo] the sync failed; see the run above", file=sys.stderr)
             return 1
 

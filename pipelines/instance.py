@@ -5,8 +5,33 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# One run at a time and one warehouse writer at a time: DuckDB allows a single writer.
+# One run at a time and one warehouse writer at a time: DuckDB allows a single writer. The
+# daemon's run monitoring ends runs whose process died (the launcher can tell, see
+# pipelines/run_launcher.py) and frees the pool slots of ended runs; a ductwork run does the
+# same as it starts, so a dead run is recovered whether or not the daemon runs.
 INSTANCE_YAML = """\
+# Written by ductwork; edit freely, ductwork keeps an existing file.
+telemetry:
+  enabled: false
+run_launcher:
+  module: pipelines.run_launcher
+  class: LocalRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 30
+  start_timeout_seconds: 300
+  cancel_timeout_seconds: 120
+  max_resume_run_attempts: 0
+  free_slots_after_run_end_seconds: 30
+concurrency:
+  pools:
+    default_limit: 1
+  runs:
+    max_concurrent_runs: 1
+"""
+# What earlier releases wrote: replaced by the current default, since no one edited it.
+EARLIER_DEFAULTS = (
+    """\
 telemetry:
   enabled: false
 concurrency:
@@ -14,14 +39,16 @@ concurrency:
     default_limit: 1
   runs:
     max_concurrent_runs: 1
-"""
+""",
+)
 
 
 def prepare_dagster_home(dagster_home: Path) -> Path:
-    """Create the instance folder with its dagster.yaml (kept if present) and select it."""
+    """Create the instance folder with its dagster.yaml (kept if present and edited) and
+    select it."""
     dagster_home.mkdir(parents=True, exist_ok=True)
     config = dagster_home / "dagster.yaml"
-    if not config.exists():
+    if not config.exists() or config.read_text(encoding="utf-8") in EARLIER_DEFAULTS:
         config.write_text(INSTANCE_YAML, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home

@@ -19,6 +19,7 @@ from pipelines.run_recovery import free_orphaned_slots, record_worker, recover_d
 from pipelines.run_signals import stop_signal_received
 
 STATUS_CHECK_S = 2.0  # how often a waiting run asks the instance whether it was canceled
+HOLDING_MESSAGE = "holding the warehouse lease"  # in every run's event log, when it took the lease
 STOPPING = {dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED}
 
 
@@ -53,6 +54,7 @@ def hold_warehouse(
     waited = lease.acquire(run_id, load(RunSettings).warehouse_wait_s, report, canceled)
     if waited >= 1.0:
         log.info(f"the warehouse is this run's after waiting {waited:.0f} s")
+    log.debug(HOLDING_MESSAGE)
     # Holding the lease, this run is the only live one that may claim the pool's slots.
     free_orphaned_slots(instance, instance.event_log_storage.get_concurrency_run_ids(), run_id)
     return lease

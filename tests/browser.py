@@ -22,10 +22,13 @@ FLAGS = (
 
 
 def chromium() -> str:
-    """The Chromium binary; ``.ci/run`` installs Debian's package when it is missing."""
+    """The Chromium binary; ``make test`` installs Debian's package when it is missing.
+
+    Fails, never skips, without it: a browser test that did not run proves nothing.
+    """
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        raise RuntimeError("chromium is not installed: run .ci/run, or apt-get install chromium")
+        raise RuntimeError("chromium is not installed: apt-get install chromium (make test does)")
     return found
 
 

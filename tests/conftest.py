@@ -37,10 +37,25 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 
+# A skipped test proves nothing, so a run with one fails; set to 1 to accept skips on purpose.
+ALLOW_SKIPS = "DUCTWORK_ALLOW_SKIPS"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Free what the tests left behind while the interpreter is whole: each read API freezes
+    """Fail a run that skipped any test, unless ``DUCTWORK_ALLOW_SKIPS=1``.
+
+    Then free what the tests left behind while the interpreter is whole: each read API freezes
     its snapshot's objects out of the collector, and DuckDB objects destroyed during
-    interpreter shutdown can abort the process after every test has passed."""
+    interpreter shutdown can abort the process after every test has passed.
+    """
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter is not None else 0
+    if skipped and os.environ.get(ALLOW_SKIPS) != "1" and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter.line("")  # the progress line may still be open
+        reporter.write_sep(
+            "=", f"{skipped} skipped: the run fails unless {ALLOW_SKIPS}=1", red=True, bold=True
+        )
     gc.unfreeze()
     gc.collect()
 

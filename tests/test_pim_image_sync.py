@@ -6,15 +6,10 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
-import httpx
 
-from ductwork.contract.paths import PIM_IMAGE_SYNC
-from ductwork.local_server import serving
-from ductwork.settings import HomeSettings, ServeSettings
+from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_ASSETS
 from sandbox.server import SandboxHandle
-from serve.api_keys import KeyStore
-from serve.app import create_app
 from tests.conftest import ObjectStoreServer, resources_for
 
 
@@ -56,24 +51,3 @@ def test_images_land_under_images_sku_and_unchanged_ones_are_not_uploaded_again(
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         statuses = con.execute("SELECT DISTINCT status FROM product_images").fetchall()
     assert statuses == [("unchanged",)]
-
-
-def test_the_api_starts_the_job_once_then_answers_429_with_retry_after(
-    synced_home: Path, tmp_path: Path
-) -> None:
-    home = HomeSettings(home=tmp_path)
-    snapshots = HomeSettings(home=synced_home).snapshots_dir
-    (tmp_path / "snapshots").symlink_to(snapshots)
-    key = KeyStore(home.keys_path).create("ops", ["internal"])
-    app = create_app(home, ServeSettings(serve_pim_cooldown_s=3600))
-    with serving(app) as url:
-        headers = {"Authorization": f"Bearer {key}"}
-        first = httpx.get(url + PIM_IMAGE_SYNC, headers=headers)
-        second = httpx.get(url + PIM_IMAGE_SYNC, headers=headers)
-    assert first.status_code == 200
-    body = first.json()
-    assert body["success"] is True and body["status"] == "started" and body["jobId"]
-    assert second.status_code == 429
-    assert second.headers["content-type"] == "application/problem+json"
-    assert 3500 < int(second.headers["retry-after"]) <= 3600
-    assert second.json()["type"] == "/problems/rate-limited"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pwd
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,9 @@ from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.test_cli import ductwork, sync_env
 
 ROOT = Path(__file__).parent.parent
+# Debian installs each major version beside the others, off PATH.
+DEBIAN_POSTGRESQL = Path("/usr/lib/postgresql")
+NOT_INSTALLED = "PostgreSQL is not installed: apt-get install postgresql (make test does, as root)"
 
 
 @dataclass(frozen=True)
@@ -39,30 +43,64 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _as_postgres(*command: str) -> subprocess.CompletedProcess:
+def _version(folder: Path) -> tuple[int, ...]:
+    """``/usr/lib/postgresql/16`` -> ``(16,)``; ``9.6`` -> ``(9, 6)``; anything else sorts first."""
+    parts = folder.name.split(".")
+    return tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
+
+
+def postgres_binaries(debian: Path = DEBIAN_POSTGRESQL) -> tuple[Path, Path]:
+    """initdb and pg_ctl of the newest PostgreSQL Debian installed under ``debian``, else the
+    ones on PATH.
+
+    Fails the test, never skips it, when they or the ``postgres`` user to run them are missing.
+    """
+    folders = sorted(debian.glob("*/bin"), key=lambda b: _version(b.parent))[::-1]
+    if on_path := shutil.which("initdb"):
+        folders.append(Path(on_path).parent)
+    for folder in folders:
+        initdb, pg_ctl = folder / "initdb", folder / "pg_ctl"
+        if initdb.is_file() and pg_ctl.is_file():
+            break
+    else:
+        pytest.fail(NOT_INSTALLED, pytrace=False)
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.fail(NOT_INSTALLED, pytrace=False)
+    return initdb, pg_ctl
+
+
+def _as_postgres(*command: str | Path) -> subprocess.CompletedProcess:
     # initdb refuses to run as root; the server's files belong to the postgres user.
-    return subprocess.run(
-        ["runuser", "-u", "postgres", "--", *command],
-        capture_output=True, text=True, timeout=120, check=True,
+    done = subprocess.run(
+        ["runuser", "-u", "postgres", "--", *map(str, command)],
+        capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(f"{Path(command[0]).name} failed: {done.stderr.strip()[-2000:]}", pytrace=False)
+    return done
 
 
 @pytest.fixture()
 def postgres() -> Iterator[Postgres]:
     """A fresh server in a folder of its own (socket included), stopped and removed after."""
-    if shutil.which("initdb") is None or shutil.which("runuser") is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    initdb, pg_ctl = postgres_binaries()
     folder = Path(tempfile.mkdtemp(prefix="ductwork-pg-"))
     shutil.chown(folder, "postgres", "postgres")
     data = folder / "data"
     port = _free_port()
-    _as_postgres("initdb", "-D", str(data), "-A", "trust", "-U", "postgres")
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-    _as_postgres("pg_ctl", "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
     try:
-        yield Postgres(port)
+        _as_postgres(initdb, "-D", str(data), "-A", "trust", "-U", "postgres")
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+        _as_postgres(
+            pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"
+        )
+        try:
+            yield Postgres(port)
+        finally:
+            _as_postgres(pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop")
     finally:
-        _as_postgres("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -103,3 +141,40 @@ def test_a_sync_on_the_production_instance_lands_its_run_and_events_in_postgres(
     assert '["catalog_items"]' in assets and '["serving_snapshot"]' in assets
     # No SQLite run, event or schedule storage was created beside the configuration.
     assert not list(dagster_home.rglob("*.db"))
+
+
+def _install(folder: Path) -> Path:
+    """Empty executables named initdb and pg_ctl in ``folder``."""
+    folder.mkdir(parents=True)
+    for name in ("initdb", "pg_ctl"):
+        (folder / name).touch(mode=0o755)
+    return folder
+
+
+def test_the_newest_debian_version_wins_over_older_ones_and_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    debian = tmp_path / "debian"
+    for version in ("9.6", "15", "16", "not-a-version"):
+        _install(debian / version / "bin")
+    monkeypatch.setenv("PATH", str(_install(tmp_path / "on-path")))
+    newest = debian / "16" / "bin"
+    assert postgres_binaries(debian) == (newest / "initdb", newest / "pg_ctl")
+
+
+def test_without_debian_folders_the_binaries_on_path_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    debian = tmp_path / "absent"
+    on_path = _install(tmp_path / "on-path")
+    monkeypatch.setenv("PATH", str(on_path))
+    assert postgres_binaries(debian) == (on_path / "initdb", on_path / "pg_ctl")
+
+
+def test_without_postgresql_the_test_fails_naming_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    debian = tmp_path / "absent"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match="apt-get install postgresql"):
+        postgres_binaries(debian)

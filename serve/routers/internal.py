@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Depends, Request, Response
 
 from ductwork.contract import paths
 from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
-from pipelines.job_launcher import Cooling, start_job
 from serve.deps import SnapshotDep, require_key
+from serve.job_trigger import Cooling, QueueUnavailable, start_job
 from serve.openapi_docs import PROBLEM_ERRORS
 from serve.responses import json_answer
 
@@ -18,6 +20,7 @@ router = APIRouter(
     responses=PROBLEM_ERRORS,
 )
 KeyRequired = [Depends(require_key)]
+log = logging.getLogger("ductwork.serve")
 
 
 @router.get("/accounts/contractors", dependencies=KeyRequired, summary="Contractors, reviews")
@@ -44,7 +47,14 @@ def manuals(request: Request, state: SnapshotDep) -> Response:
 @router.get("/jobs/pim-image-sync", dependencies=KeyRequired, summary="Start the image sync")
 def pim_image_sync(request: Request) -> Response:
     config = request.app.state.config
-    outcome = start_job(config.home, config.serve.serve_pim_cooldown_s)
+    try:
+        outcome = start_job(
+            config.home.home, config.serve.serve_pim_cooldown_s, config.serve.dagster_url
+        )
+    except QueueUnavailable as exc:
+        raise ApiError(
+            ErrorCode.UNAVAILABLE, f"The image sync could not be started: {exc}"
+        ) from None
     if isinstance(outcome, Cooling):
         raise rate_limited(outcome.retry_after_s, "An image sync started recently")
     body = {

@@ -1,0 +1,168 @@
+"""One queue for every way a run starts: the CLI, the daemon, and the read API's trigger.
+
+``ductwork dev`` (the webserver and the daemon) runs on a data folder's instance on disk, as
+operators run it. The read API's pim-image-sync trigger submits a run to that instance's queue
+through the webserver while a ``ductwork sync`` runs from the CLI: the queued run starts only
+when the warehouse is free, both succeed, and their times holding the warehouse never overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+
+from ductwork.contract.paths import INTERNAL_PREFIX
+from ductwork.local_server import free_socket, serving
+from ductwork.settings import HomeSettings, ServeSettings
+from pipelines.processes import wait_until_answering
+from pipelines.warehouse_admission import HOLDING_MESSAGE
+from sandbox.server import SandboxHandle
+from serve.api_keys import KeyStore
+from serve.app import create_app
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+from tests.test_cli import sync_env
+
+ROOT = Path(__file__).parent.parent
+PIM_IMAGE_SYNC = f"{INTERNAL_PREFIX}/jobs/pim-image-sync"
+START_LIMIT_S = 240
+RUN_LIMIT_S = 300
+
+
+@dataclass(frozen=True)
+class Queue:
+    """``ductwork dev`` on a data folder: the webserver's URL, the folder and its env."""
+
+    url: str
+    home: Path
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def queue(
+    upstream: SandboxHandle,
+    object_store: ObjectStoreServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Queue]:
+    """The Dagster webserver and daemon on a fresh data folder (schedules off, so that only
+    the runs a test starts run)."""
+    home = tmp_path_factory.mktemp("queue-home")
+    env = {**sync_env(home, upstream, object_store, UPSTREAM_KEY), "DUCTWORK_SCHEDULES": "off"}
+    with free_socket() as sock:
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "dev", "--port", str(port)],
+        cwd=ROOT, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until_answering(f"{url}/server_info", process, START_LIMIT_S)
+        yield Queue(url, home, env)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+def instance_of(home: Path) -> dg.DagsterInstance:
+    """The data folder's Dagster instance, opened from its own dagster.yaml."""
+    return dg.DagsterInstance.from_config(str(HomeSettings(home=home).dagster_home))
+
+
+def wait_until_finished(home: Path, run_id: str, limit_s: float) -> dg.DagsterRun:
+    """Poll the instance until the run has ended."""
+    deadline = time.monotonic() + limit_s
+    with instance_of(home) as instance:
+        while time.monotonic() < deadline:
+            run = instance.get_run_by_id(run_id)
+            if run is not None and run.is_finished:
+                return run
+            time.sleep(0.5)  # polling for the run's end, not timing it
+    raise AssertionError(f"run {run_id} did not finish within {limit_s} s")
+
+
+def warehouse_interval(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]:
+    """When the run took the warehouse lease, and when the run ended."""
+    taken = [
+        entry.timestamp
+        for entry in instance.all_logs(run_id)
+        if entry.user_message == HOLDING_MESSAGE
+    ]
+    record = instance.get_run_record_by_id(run_id)
+    assert taken and record is not None and record.end_time is not None, run_id
+    return taken[0], record.end_time
+
+
+def test_the_api_trigger_queues_a_run_that_waits_for_a_cli_sync_and_they_never_overlap(
+    queue: Queue,
+) -> None:
+    key = KeyStore(HomeSettings(home=queue.home).keys_path).create("ops", ["internal"])
+    app = create_app(
+        HomeSettings(home=queue.home),
+        ServeSettings(serve_pim_cooldown_s=3600, dagster_url=queue.url),
+    )
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "sync"],
+        cwd=ROOT, env=queue.env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert cli.stdout is not None
+        for line in cli.stdout:
+            if line.startswith("  ok  "):  # the CLI's run holds the warehouse now
+                break
+        with serving(app) as url:
+            headers = {"Authorization": f"Bearer {key}"}
+            first = httpx.get(url + PIM_IMAGE_SYNC, headers=headers, timeout=30)
+            second = httpx.get(url + PIM_IMAGE_SYNC, headers=headers, timeout=30)
+        output = cli.communicate(timeout=RUN_LIMIT_S)[0]
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+    assert cli.returncode == 0, output[-3000:]
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["success"] is True and body["status"] == "started"
+    assert second.status_code == 429
+    assert second.headers["content-type"] == "application/problem+json"
+    assert 3500 < int(second.headers["retry-after"]) <= 3600
+
+    queued = wait_until_finished(queue.home, body["jobId"], RUN_LIMIT_S)
+    assert queued.job_name == "pim_image_sync"
+    assert queued.status == dg.DagsterRunStatus.SUCCESS
+    with instance_of(queue.home) as instance:
+        cli_run = next(run for run in instance.get_runs() if run.job_name == "sync_all")
+        cli_taken, cli_ended = warehouse_interval(instance, cli_run.run_id)
+        api_taken, api_ended = warehouse_interval(instance, queued.run_id)
+    assert cli_ended <= api_taken or api_ended <= cli_taken, "two runs held the warehouse"
+
+
+def test_the_api_trigger_answers_503_in_its_family_style_when_the_queue_is_down(
+    tmp_path: Path,
+) -> None:
+    with free_socket() as sock:  # a port nothing listens on once the socket closes
+        port = sock.getsockname()[1]
+    home = HomeSettings(home=tmp_path)
+    key = KeyStore(home.keys_path).create("ops", ["internal"])
+    app = create_app(home, ServeSettings(dagster_url=f"http://127.0.0.1:{port}"))
+    with serving(app) as url:
+        answer = httpx.get(url + PIM_IMAGE_SYNC, headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 503
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["type"] == "/problems/unavailable"
+    # Nothing was queued, so the cooldown has not begun: the next call may try again.
+    assert not (tmp_path / "pim_image_sync.last-start").exists()
