@@ -72,6 +72,7 @@ def ui(
     home = tmp_path_factory.mktemp("ui-home")
     env = {
         **sync_env(home, upstream, object_store, UPSTREAM_KEY),
+        "DUCTWORK_SCHEDULES": "off",  # the pages show the CLI's run alone
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     synced = ductwork("sync", "--select", "group:catalog", env=env)

@@ -36,6 +36,7 @@ ROOT = Path(__file__).parent.parent
 PIM_IMAGE_SYNC = f"{INTERNAL_PREFIX}/jobs/pim-image-sync"
 START_LIMIT_S = 240
 RUN_LIMIT_S = 300
+DAEMON_LIMIT_S = 180  # two of run monitoring's 30 s passes and the slots' 30 s grace, with room
 
 
 @dataclass(frozen=True)
@@ -166,3 +167,35 @@ def test_the_api_trigger_answers_503_in_its_family_style_when_the_queue_is_down(
     assert answer.json()["type"] == "/problems/unavailable"
     # Nothing was queued, so the cooldown has not begun: the next call may try again.
     assert not (tmp_path / "pim_image_sync.last-start").exists()
+
+
+def test_the_daemon_ends_a_killed_sync_and_frees_its_slots_with_no_other_run(
+    queue: Queue,
+) -> None:
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "sync"],
+        cwd=ROOT, env=queue.env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert cli.stdout is not None
+        for line in cli.stdout:
+            if line.startswith("  ok  "):  # mid-run: the run holds the warehouse
+                break
+    finally:
+        os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait()
+    with instance_of(queue.home) as instance:
+        killed = next(
+            run
+            for run in instance.get_runs(filters=dg.RunsFilter(job_name="sync_all"))
+            if run.status == dg.DagsterRunStatus.STARTED
+        )
+    # Run monitoring polls every 30 s and frees an ended run's slots 30 s after its end.
+    ended = wait_until_finished(queue.home, killed.run_id, DAEMON_LIMIT_S)
+    assert ended.status == dg.DagsterRunStatus.FAILURE
+    deadline = time.monotonic() + DAEMON_LIMIT_S
+    with instance_of(queue.home) as instance:
+        while killed.run_id in instance.event_log_storage.get_concurrency_run_ids():
+            assert time.monotonic() < deadline, "the daemon never freed the dead run's slots"
+            time.sleep(1)  # polling for the daemon's next pass, not timing it

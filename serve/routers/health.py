@@ -36,7 +36,7 @@ async def readyz(request: Request) -> Response:
 
 
 @router.get(
-    "/metrics", summary="Prometheus metrics of this worker", response_class=PlainTextResponse
+    "/metrics", summary="Prometheus metrics of every worker", response_class=PlainTextResponse
 )
 async def metrics(request: Request) -> Response:
     live = request.app.state.live
