@@ -68,7 +68,7 @@ def sync_through_instance(home: Path, url: str, api_key: str, s3_url: str) -> di
     import pipelines.definitions  # noqa: F401
 
     started = time.perf_counter()
-    if not run_job("sync_all"):
+    if run_job("sync_all").exit_code != 0:
         raise SystemExit("the sync failed")
     return {"seconds": time.perf_counter() - started, "publish_s": None, "steps": {}}
 
