@@ -16,8 +16,17 @@ from typing import Any, TextIO
 
 import dagster as dg
 
-# Metadata entries that count rows a run changed, by the assets that report them.
-CHANGE_ENTRIES = ("rows_upserted", "rows_inserted", "rows_updated", "rows_deleted", "changed")
+INTERRUPTED = {"RunInterrupted", "DagsterExecutionInterruptedError", "KeyboardInterrupt"}
+# Metadata entries that count rows a run wrote or deleted, by the assets that report them.
+# Lists stored whole (the catalog, internal operations) report ``unchanged`` instead: when it
+# is false, every row was rewritten.
+CHANGE_ENTRIES = (
+    "rows_upserted",
+    "rows_deleted",
+    "leads_new_or_resumed",
+    "details_fetched",
+    "submittals_fetched",
+)
 
 
 def _number(value: Any) -> float | None:
@@ -30,6 +39,15 @@ def _metadata(event: dg.DagsterEvent) -> Mapping[str, Any]:
     return materialization.metadata
 
 
+def snapshot_line(key: str, metadata: Mapping[str, Any]) -> str | None:
+    """The snapshot a publish made or confirmed; None for any other asset."""
+    if key != "serving_snapshot":
+        return None
+    version = getattr(metadata.get("version"), "value", metadata.get("version"))
+    new = getattr(metadata.get("new_copy"), "value", metadata.get("new_copy"))
+    return f"version {version} ({'new' if new else 'confirmed, nothing changed'})"
+
+
 @dataclass
 class StepLine:
     """What one step materialised, as it finishes."""
@@ -37,18 +55,25 @@ class StepLine:
     assets: dict[str, int] = field(default_factory=dict)
     checks_passed: int = 0
     checks_failed: int = 0
+    checks_warned: int = 0
+    snapshot: str | None = None
 
     def render(self, step: str, seconds: float) -> str:
         """The step's line: its name, the rows each asset has, its checks, its time."""
         parts = []
-        if self.assets:
+        if self.snapshot:
+            parts.append(self.snapshot)
+        elif self.assets:
             if list(self.assets) == [step]:
                 parts.append(f"{self.assets[step]:,} rows")
             else:
                 parts.append(", ".join(f"{key} {rows:,}" for key, rows in self.assets.items()))
                 parts[-1] += " rows"
-        if self.checks_passed or self.checks_failed:
-            parts.append(f"{self.checks_passed} checks passed, {self.checks_failed} failed")
+        if self.checks_passed or self.checks_failed or self.checks_warned:
+            checks = f"{self.checks_passed} checks passed"
+            if self.checks_warned:
+                checks += f", {self.checks_warned} warned"
+            parts.append(f"{checks}, {self.checks_failed} failed")
         detail = "; ".join(parts) or "done"
         return f"  ok  {step:<28} {detail}  ({seconds:.1f} s)"
 
@@ -70,13 +95,19 @@ class ProgressHandler(logging.Handler):
             return
         step = event.step_key or ""
         if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
-            rows = _number(_metadata(event).get("dagster/row_count"))
+            metadata = _metadata(event)
+            rows = _number(metadata.get("dagster/row_count"))
             key = event.asset_key.to_user_string() if event.asset_key else step
-            self.steps.setdefault(step, StepLine()).assets[key] = int(rows or 0)
+            line = self.steps.setdefault(step, StepLine())
+            line.assets[key] = int(rows or 0)
+            line.snapshot = snapshot_line(key, metadata)
         elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
             line = self.steps.setdefault(step, StepLine())
-            if event.asset_check_evaluation_data.passed:
+            evaluation = event.asset_check_evaluation_data
+            if evaluation.passed:
                 line.checks_passed += 1
+            elif evaluation.severity == dg.AssetCheckSeverity.WARN:
+                line.checks_warned += 1
             else:
                 line.checks_failed += 1
         elif event.event_type == dg.DagsterEventType.STEP_SUCCESS:
@@ -84,6 +115,9 @@ class ProgressHandler(logging.Handler):
             self._print(self.steps.pop(step, StepLine()).render(step, seconds))
         elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error
+            if error is not None and error.cls_name in INTERRUPTED:
+                self._print(f"  --  {step} stopped (interrupted)")
+                return
             reason = error.message.strip().splitlines()[0] if error else "failed"
             self._print(f"  FAILED {step}: {reason}")
         elif event.event_type == dg.DagsterEventType.STEP_SKIPPED:
@@ -132,6 +166,15 @@ class RunSummary:
         return out
 
 
+def rows_changed(metadata: Mapping[str, Any]) -> int:
+    """Rows a materialisation wrote or deleted, as far as its metadata tells."""
+    unchanged = getattr(metadata.get("unchanged"), "value", metadata.get("unchanged"))
+    if unchanged is not None:
+        return 0 if unchanged else int(_number(metadata.get("dagster/row_count")) or 0)
+    counts = [_number(metadata.get(entry)) for entry in CHANGE_ENTRIES]
+    return int(sum(count for count in counts if count))
+
+
 def summarise(
     run_id: str, status: str, events: Iterable[dg.DagsterEvent], seconds: float
 ) -> RunSummary:
@@ -144,12 +187,9 @@ def summarise(
         metadata = _metadata(event)
         key = event.asset_key.to_user_string() if event.asset_key else ""
         if key == "serving_snapshot":
-            version = getattr(metadata.get("version"), "value", metadata.get("version"))
-            new = getattr(metadata.get("new_copy"), "value", metadata.get("new_copy"))
-            snapshot = f"version {version} ({'new' if new else 'confirmed, nothing changed'})"
+            snapshot = snapshot_line(key, metadata)
             continue
-        counts = [_number(metadata.get(entry)) for entry in CHANGE_ENTRIES]
-        total = int(sum(count for count in counts if count))
+        total = rows_changed(metadata)
         if total:
             changed[key] = changed.get(key, 0) + total
     return RunSummary(run_id, status, changed, snapshot, seconds)

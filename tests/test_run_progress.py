@@ -1,0 +1,37 @@
+"""What ``ductwork sync`` prints about a run: step lines and the rows changed per stream."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pipelines.run_progress import StepLine, rows_changed, snapshot_line
+
+
+def test_a_list_stored_whole_counts_as_changed_only_when_its_content_changed() -> None:
+    assert rows_changed({"dagster/row_count": 400, "unchanged": True}) == 0
+    assert rows_changed({"dagster/row_count": 400, "unchanged": False}) == 400
+    assert rows_changed({"dagster/row_count": 400, "unchanged": dg.BoolMetadataValue(False)}) == 400
+
+
+def test_incremental_streams_count_the_rows_they_wrote_or_deleted_not_their_size() -> None:
+    assets = {"dagster/row_count": 20_000, "rows_upserted": 12, "rows_deleted": 3}
+    leads = {"dagster/row_count": 15_000, "leads_new_or_resumed": 7, "leads_revisited": 458}
+    assert rows_changed(assets) == 15
+    assert rows_changed(leads) == 7
+    assert rows_changed({"dagster/row_count": 15_000, "details_fetched": 0}) == 0
+
+
+def test_a_step_line_names_its_assets_rows_checks_and_seconds() -> None:
+    line = StepLine(assets={"catalog_items": 400, "pairings": 1_500}, checks_warned=1)
+    rendered = line.render("catalog", 1.25)
+    assert "catalog_items 400" in rendered and "pairings 1,500 rows" in rendered
+    assert "1 warned" in rendered and rendered.endswith("(1.2 s)")
+    assert "12,000 rows" in StepLine(assets={"crm_leads": 12_000}).render("crm_leads", 0.1)
+
+
+def test_the_publish_reports_whether_its_snapshot_is_new_or_confirmed() -> None:
+    new = snapshot_line("serving_snapshot", {"version": "v2", "new_copy": True})
+    same = snapshot_line("serving_snapshot", {"version": "v1", "new_copy": False})
+    assert new == "version v2 (new)"
+    assert same == "version v1 (confirmed, nothing changed)"
+    assert snapshot_line("pairings", {"version": "v1"}) is None
