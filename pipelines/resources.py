@@ -54,7 +54,7 @@ class Warehouse(DuckDBResource):
         # DuckDB creates the file but not its folder.
         Path(self.database).parent.mkdir(parents=True, exist_ok=True)
         held = ExitStack()
-        run = context.dagster_run
+        run = context.run
         if context.instance is not None and run is not None:
             lease = hold_warehouse(context.instance, run.run_id, Path(self.database), context.log)
             held.callback(lease.release)
