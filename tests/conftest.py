@@ -6,23 +6,25 @@ import gc
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-import dagster as dg
 import pytest
 from moto.server import ThreadedMotoServer
 
 from ductwork import snapshots
 from ductwork.local_server import serving
-from ductwork.settings import HomeSettings, ServeSettings
+from ductwork.settings import HomeSettings, ServeSettings, upstream_environment
 from pipelines.resources import ObjectStore, resources_for_home
 from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
 from serve.api_keys import KeyStore
 from serve.app import create_app
 
+ROOT = Path(__file__).parent.parent
 UPSTREAM_KEY = "upstream-secret-key-for-tests"
 SEED = 20261122
 # `make test` runs at small scale; DUCTWORK_TEST_SCALE=medium repeats the suite on medium data.
@@ -117,15 +119,19 @@ def synced_home(
     object_store: ObjectStoreServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    """A data folder after one full sync of every stream, with a published snapshot."""
-    from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-
+    """A data folder after one full ``ductwork sync`` of every stream (the command as operators
+    run it, on the folder's instance on disk), with a published snapshot."""
     home = tmp_path_factory.mktemp("synced")
-    result = dg.materialize(
-        [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
-        resources=resources_for(home, upstream.url, object_store),
-    )
-    assert result.success
+    env = {
+        **os.environ,
+        "DUCTWORK_HOME": str(home),
+        **upstream_environment(upstream.url, UPSTREAM_KEY, object_store.endpoint_url, BUCKET),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "sync"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return home
 
 

@@ -47,6 +47,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def run_sync(
     home: Path, upstream: SandboxHandle, store: ObjectStoreServer
 ) -> dg.ExecuteInProcessResult:
+    """One run of every stream and the publish.
+
+    A shortcut on purpose (an ephemeral instance in this process): the test is about the
+    assets' reads and writes; what runs do on the instance operators use (crashes, signals,
+    waiting, the queue) is tested through ``ductwork sync`` processes elsewhere.
+    """
     return dg.materialize(
         [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
         resources=resources_for(home, upstream.url, store),

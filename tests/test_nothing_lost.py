@@ -69,7 +69,12 @@ class Mirror:
 
 
 def run_sync(mirror: Mirror) -> dg.ExecuteInProcessResult:
-    """One run of every stream and the publish; the caller checks the outcome."""
+    """One run of every stream and the publish; the caller checks the outcome.
+
+    A shortcut on purpose (an ephemeral instance in this process): the test is about the
+    assets' reads and writes; what runs do on the instance operators use (crashes, signals,
+    waiting, the queue) is tested through ``ductwork sync`` processes elsewhere.
+    """
     return dg.materialize(
         [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
         resources=resources_for(mirror.home, mirror.upstream.url, mirror.store),
