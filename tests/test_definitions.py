@@ -53,3 +53,22 @@ def test_schedules_cover_catalog_streams_reconciliation_and_images() -> None:
     assert schedules["assets_and_leads_every_15_minutes"].cron_schedule == "*/15 * * * *"
     assert schedules["reconcile_nightly"].job_name == "reconcile_all"
     assert schedules["pim_image_sync_nightly"].job_name == "pim_image_sync"
+
+
+def test_dagster_dg_checks_and_lists_the_project_definitions() -> None:
+    """Dagster's own project CLI loads the code location from pyproject.toml's [tool.dg]."""
+    venv = Path(sys.executable).parent.parent
+    env = {**os.environ, "VIRTUAL_ENV": str(venv)}
+    dg_cli = str(Path(sys.executable).parent / "dg")
+    root = Path(__file__).parent.parent
+    checked = subprocess.run(
+        [dg_cli, "check", "defs"], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    assert "All definitions loaded successfully" in checked.stdout + checked.stderr
+    listed = subprocess.run(
+        [dg_cli, "list", "defs", "--json"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "serving_snapshot" in listed.stdout and "sync_all" in listed.stdout
