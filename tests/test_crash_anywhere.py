@@ -11,8 +11,9 @@ failed and free that slot, or that run and every later one would wait for the sl
 
 - Mid-page and mid-write: killed after a seeded number of upstream requests. The next sync
   resumes from the committed bookmarks rather than starting over.
-- While a step holds the pool: killed a seeded delay after the run took the warehouse lease;
-  only kills that left the killed run's pool slot claimed count.
+- While a step holds the pool: killed a seeded delay after the run took the warehouse lease
+  or printed a seeded number of finished-step lines; only kills that left the killed run's
+  pool slot claimed count.
 - Mid-publish: the publish makes no upstream requests, so those kills wait for its staging copy
   (file and write-ahead log) to grow past a seeded number of bytes. The previous snapshot stays
   current, whole and serving; the next run publishes a whole snapshot and removes the killed
@@ -66,17 +67,33 @@ SOAK = bool(os.environ.get("DUCTWORK_SOAK"))
 # Each trial is a whole process (a few seconds of imports before the sync begins).
 REQUEST_TRIALS = 30 if SOAK else 5
 POOL_KILLS = 15 if SOAK else 3
-POOL_ATTEMPTS = 3 * POOL_KILLS  # a kill between two steps holds no slot and does not count
+POOL_ATTEMPTS = 4 * POOL_KILLS  # a kill outside the pool's steps does not count
 PUBLISH_TRIALS = 15 if SOAK else 3
 RUN_LIMIT_S = 300  # a sync that neither ends nor meets its kill condition by then is wedged
 TEST_LIMIT_S = 3_600 if SOAK else 900
 POLL_S = 0.002  # between two looks at the kill condition; not a wait for an outcome
 
-KillWhen = Callable[[int], bool]
-"""Given the sync process's pid: whether to kill it now."""
+STEP_LINE = "  ok  "  # how ``ductwork sync`` starts the line of each step it finished
 
 
-def never(pid: int) -> bool:
+@dataclass(frozen=True)
+class Running:
+    """A sync process while it runs: its pid and the file its output goes to."""
+
+    pid: int
+    output: Path
+
+    def step_lines(self) -> int:
+        """How many finished-step lines it has printed so far."""
+        text = self.output.read_text(encoding="utf-8", errors="replace")
+        return sum(1 for line in text.splitlines() if line.startswith(STEP_LINE))
+
+
+KillWhen = Callable[[Running], bool]
+"""Whether to kill the running sync now."""
+
+
+def never(running: Running) -> bool:
     """A sync left to finish."""
     return False
 
@@ -103,7 +120,7 @@ class SyncTrials:
 
     def run(self, kill_when: KillWhen) -> SyncEnded:
         """Start ``ductwork sync`` in a session of its own and SIGKILL its process group as
-        soon as ``kill_when(pid)`` holds. A sync that ends on its own must exit 0; one that
+        soon as ``kill_when`` holds. A sync that ends on its own must exit 0; one that
         is killed must have taken the warehouse lease (every condition here fires after it)."""
         self.started += 1
         log = self.logs / f"sync-{self.started}.log"
@@ -114,7 +131,8 @@ class SyncTrials:
             )  # fmt: skip
         try:
             deadline = time.monotonic() + RUN_LIMIT_S
-            while process.poll() is None and not kill_when(process.pid):
+            running = Running(process.pid, log)
+            while process.poll() is None and not kill_when(running):
                 if time.monotonic() > deadline:
                     raise AssertionError(
                         f"ductwork sync neither ended nor met its kill condition within "
@@ -173,22 +191,23 @@ def trials(
 def after_requests(upstream: SandboxHandle, count: int) -> KillWhen:
     """True once the upstream has seen ``count`` more requests than now."""
     target = upstream.state.requests_seen + count
-    return lambda pid: upstream.state.requests_seen >= target
+    return lambda running: upstream.state.requests_seen >= target
 
 
-def after_holding_the_lease_for(home: Path, seconds: float) -> KillWhen:
-    """True once the sync process ``pid`` has held the warehouse lease for ``seconds``, counted
-    from the moment its holder record (run id and pid) appeared in the lease file."""
+def after_step_lines_and_a_delay(home: Path, lines: int, seconds: float) -> KillWhen:
+    """True ``seconds`` after the sync took the warehouse lease (``lines`` 0) or printed its
+    ``lines``-th finished-step line, whichever is asked. The lease counts as taken once its
+    holder record (run id and pid) in the lease file names the sync's process."""
     lease = lease_beside(HomeSettings(home=home).warehouse_path)
-    held_since: list[float] = []
+    since: list[float] = []
 
-    def kill_now(pid: int) -> bool:
-        if not held_since:
+    def kill_now(running: Running) -> bool:
+        if not since:
             holder = lease.holder()
-            if holder is None or holder.pid != pid:
+            if holder is None or holder.pid != running.pid or running.step_lines() < lines:
                 return False
-            held_since.append(time.monotonic())
-        return time.monotonic() - held_since[0] >= seconds
+            since.append(time.monotonic())
+        return time.monotonic() - since[0] >= seconds
 
     return kill_now
 
@@ -214,7 +233,7 @@ def staging_grown_past(snapshots_dir: Path, threshold: int, besides: set[str]) -
     """True once a new publish's staging copy (one not named in ``besides``) exists and holds
     at least ``threshold`` bytes. Each copy is named after its own version, so the copies
     earlier kills left behind never trigger it."""
-    return lambda pid: staging_bytes(snapshots_dir, besides) >= threshold
+    return lambda running: staging_bytes(snapshots_dir, besides) >= threshold
 
 
 @contextlib.contextmanager
@@ -356,22 +375,30 @@ def test_syncs_killed_while_a_step_holds_the_warehouse_pool_never_wedge_the_next
 ) -> None:
     rolls = random.Random(20261124)
     held: list[tuple[str, str]] = []  # the slot (run, step) each counted kill left claimed
+    moments: list[tuple[int, float, bool]] = []  # step lines, delay, killed: for a failure
     for _ in range(POOL_ATTEMPTS):
         if len(held) == POOL_KILLS:
             break
         mutate(crash_upstream, assets_updated=2_500, leads_added=800)
-        # After taking the lease a run claims the pool for each of its steps in turn (about a
-        # second and a half of an incremental run): the seeded moment falls inside one of them
-        # or, now and then, between two.
-        ended = trials.run(after_holding_the_lease_for(trials.home, rolls.uniform(0.05, 1.5)))
+        # A run claims the pool for each step that writes the warehouse (the two streams and
+        # the publish, a fraction of a second to a few seconds each), not for its check steps.
+        # The seeded moment, counted from the lease or from the first to the fourth of its five
+        # step lines, falls inside one of those steps or, now and then, outside them.
+        lines, delay = rolls.randint(0, 4), rolls.uniform(0.0, 0.6)
+        ended = trials.run(after_step_lines_and_a_delay(trials.home, lines, delay))
+        moments.append((lines, round(delay, 3), ended.killed))
         published_snapshot_is_whole(trials.home)
         if not ended.killed:
             continue
-        # Nothing ran since the kill: the dead run still holds the slot its step claimed.
-        held += [claim for claim in pool_claims(trials.home) if claim[0] == ended.run_id]
+        # Nothing ran since the kill: the dead run still holds the slot its step claimed, if
+        # it was in such a step. Earlier dead runs hold none: the killed run had freed their
+        # slots before it took the lease.
+        claims = pool_claims(trials.home)
+        assert {run_id for run_id, _ in claims} <= {ended.run_id}, claims
+        held += claims
     assert len(held) == POOL_KILLS, (
         f"only {len(held)} of {len(trials.killed_runs)} kills in {trials.started} syncs "
-        f"left a pool slot claimed: {held}"
+        f"left a pool slot claimed: {held}; moments {moments}"
     )
 
     trials.following_sync()
@@ -402,7 +429,7 @@ def test_syncs_killed_mid_publish_keep_the_previous_snapshot_serving_and_the_nex
         assert staging_bytes(snapshots_dir, earlier) >= 0, f"trial {trial}: no new copy left"
         assert snapshots.current(snapshots_dir) == before, f"trial {trial}: pointer moved"
         # The publish step holds the warehouse pool for the whole copy; the dead run keeps it.
-        assert (ended.run_id, "serving_snapshot") in pool_claims(trials.home), trial
+        assert pool_claims(trials.home) == [(ended.run_id, "serving_snapshot")], trial
         published_snapshot_is_whole(trials.home)
         assert_serves(trials.home, before.version)
     killed = len(trials.killed_runs)
