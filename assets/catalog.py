@@ -23,24 +23,28 @@ from assets.ingest import (
     run_metadata,
 )
 from assets.interrupts import stops_on_interrupt
-from assets.list_reader import digest_known_pages, read_whole_list
-from assets.loading import (
+from assets.resources import UpstreamResource, open_warehouse
+from ductwork.contract import paths
+from ductwork.store.loading import (
     Held,
     ListContent,
     Record,
     Replacement,
     RowOf,
     name_of,
-    open_warehouse,
     replace_rows,
     rows_table,
     text_or_none,
     timestamp_or_none,
 )
-from assets.schema_drift import CATALOG_ITEM_RECORD, PAIRING_RECORD, UNIT_RECORD, RecordShape
-from ductwork.contract import paths
-from pipelines.resources import UpstreamResource
-from pipelines.upstream_client import UpstreamClient
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.list_reader import digest_known_pages, read_whole_list
+from ductwork.upstream.schema_drift import (
+    CATALOG_ITEM_RECORD,
+    PAIRING_RECORD,
+    UNIT_RECORD,
+    RecordShape,
+)
 
 GROUP = "catalog"
 KINDS = {"api", "duckdb"}

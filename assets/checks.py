@@ -15,9 +15,8 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from assets.loading import open_warehouse
+from assets.resources import DataHome, open_warehouse
 from ductwork import snapshots
-from pipelines.resources import DataHome
 from warehouse_sql import read_sql
 
 Metadata = Mapping[str, Any]

@@ -11,7 +11,6 @@ import pyarrow.compute as pc
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.bookmarks import read_bookmark, resume_from, write_bookmark
 from assets.checks import AssetRule, keys_unique_and_present
 from assets.ingest import (
     PendingPages,
@@ -21,15 +20,16 @@ from assets.ingest import (
     ingest_asset,
     run_metadata,
 )
-from assets.lead_cursor import Cursor, Sink, walk_leads
-from assets.loading import Record, open_warehouse, rows_table, text_or_none, timestamp_or_none
-from assets.schema_drift import LEAD_DETAIL_RECORD, LEAD_RECORD, DriftTally
+from assets.resources import UpstreamResource, open_warehouse
 from ductwork.contract.encoding import dumps, format_datetime, parse_datetime
 from ductwork.contract.encoding import quote_sku as quote_segment
 from ductwork.contract.paths import LEADS
 from ductwork.settings import SyncSettings, load
-from pipelines.resources import UpstreamResource
-from pipelines.upstream_client import UpstreamClient
+from ductwork.store.bookmarks import read_bookmark, resume_from, write_bookmark
+from ductwork.store.loading import Record, rows_table, text_or_none, timestamp_or_none
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.lead_cursor import Cursor, Sink, walk_leads
+from ductwork.upstream.schema_drift import LEAD_DETAIL_RECORD, LEAD_RECORD, DriftTally
 from warehouse_sql import read_sql
 
 GROUP = "crm"

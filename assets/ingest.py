@@ -11,9 +11,9 @@ from typing import Any, Generic, TypeVar
 import dagster as dg
 
 from assets.interrupts import stops_on_interrupt
+from assets.resources import UpstreamResource
 from ductwork.contract.encoding import parse_datetime
-from pipelines.resources import UpstreamResource
-from pipelines.upstream_client import RequestStats, UpstreamAuthError, UpstreamClient
+from ductwork.upstream.client import RequestStats, UpstreamAuthError, UpstreamClient
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)

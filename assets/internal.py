@@ -13,25 +13,24 @@ from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present
 from assets.ingest import fetch, ingest_asset, run_metadata
-from assets.list_reader import bodies_digest
-from assets.loading import (
+from assets.resources import ObjectStore, UpstreamResource, open_warehouse
+from ductwork.contract.encoding import dumps, loads
+from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
+from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS, PIM_IMAGE_SYNC, UNIT_SLUGS
+from ductwork.store.loading import (
     Held,
     ListContent,
     Record,
     Replacement,
     RowOf,
-    open_warehouse,
     replace_rows,
     rows_table,
     text_or_none,
     timestamp_or_none,
 )
-from assets.schema_drift import CONTRACTOR_RECORD, INDOOR_MODEL_RECORD
-from ductwork.contract.encoding import dumps, loads
-from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
-from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS, PIM_IMAGE_SYNC, UNIT_SLUGS
-from pipelines.resources import ObjectStore, UpstreamResource
-from pipelines.upstream_client import UpstreamClient
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.list_reader import bodies_digest
+from ductwork.upstream.schema_drift import CONTRACTOR_RECORD, INDOOR_MODEL_RECORD
 
 GROUP = "internal"
 TS = pa.timestamp("us", tz="UTC")

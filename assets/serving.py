@@ -7,16 +7,17 @@ from dagster_duckdb import DuckDBResource
 
 from assets.catalog import CATALOG_ASSETS
 from assets.crm import CRM_ASSETS
+from assets.digital_assets import warehouse_digital_assets
 from assets.ingest import OWNERS, WAREHOUSE_POOL
 from assets.internal import INTERNAL_ASSETS
-from assets.loading import open_warehouse
-from assets.warehouse import WAREHOUSE_ASSETS
+from assets.resources import DataHome, open_warehouse
+from assets.submittals import warehouse_submittals
 from ductwork import snapshots
-from pipelines.resources import DataHome
 
 SYNCED_ASSETS: list[dg.AssetsDefinition] = [
     *CATALOG_ASSETS,
-    *WAREHOUSE_ASSETS,
+    warehouse_digital_assets,
+    warehouse_submittals,
     *CRM_ASSETS,
     *INTERNAL_ASSETS,
 ]

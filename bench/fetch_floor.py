@@ -35,9 +35,9 @@ from assets.catalog import (
     pairing_row,
     unit_row_for,
 )
-from assets.loading import rows_table
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
+from ductwork.store.loading import rows_table
 from warehouse_sql import read_sql, schema_sql
 
 PAGE = 1000

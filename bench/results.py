@@ -70,7 +70,7 @@ LEVERS = """\
   tightens both incremental targets, since they are fractions of it):
   - *Garbage collection.* A no-change run spent about 0.6 s in four full collections, each
     walking every object Dagster and the libraries had built at import. Those objects are now
-    frozen once the code location is loaded (`gc.freeze()` in `pipelines/definitions.py`,
+    frozen once the code location is loaded (`gc.freeze()` as `ductwork sync` starts its run,
     undone at exit): 0.1 s. The full sync gains the most from this.
   - *The lead comparisons.* Comparing a page of leads with the stored ones scanned the
     `record` column of every stored lead. The comparison is now bounded by the page's own

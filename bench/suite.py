@@ -339,8 +339,8 @@ class Suite:
 
     def serving(self, group: ProcessGroup, home: Path) -> None:
         from ductwork import snapshots
+        from ductwork.keys import KeyStore
         from ductwork.settings import HomeSettings
-        from serve.api_keys import KeyStore
 
         settings = HomeSettings(home=home)
         key = KeyStore(settings.keys_path).create("bench")
@@ -556,7 +556,7 @@ def main() -> int:
             ]
         )
         wait_until_answering(s3_url, moto)
-        from pipelines.resources import ObjectStore
+        from assets.resources import ObjectStore
         from sandbox.server import seed_manuals
 
         s3 = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()

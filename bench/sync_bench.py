@@ -24,8 +24,8 @@ import dagster as dg
 import httpx
 
 from ductwork.local_server import free_socket
+from ductwork.upstream.client import UpstreamClient
 from pipelines.processes import ProcessGroup, installed_command, wait_until_answering
-from pipelines.upstream_client import UpstreamClient
 
 KEY = "bench-key"
 BUCKET = "ductwork-bench"
@@ -87,8 +87,8 @@ def client_rates(url: str, requests: int) -> dict[str, list[float]]:
 def timed_sync(home: Path, url: str, s3_url: str) -> tuple[float, dict[str, dict]]:
     """One run of every stream; wall seconds and each asset's metadata."""
 
+    from assets.resources import resources_for_home
     from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-    from pipelines.resources import resources_for_home
 
     resources = resources_for_home(home, url, KEY, s3_url, BUCKET)
     started = time.perf_counter()
@@ -118,7 +118,7 @@ def main() -> int:
             [installed_command("moto_server"), "-H", "127.0.0.1", "-p", str(ports[1])]
         )
         wait_until_answering(s3_url, moto)
-        from pipelines.resources import ObjectStore
+        from assets.resources import ObjectStore
         from sandbox.server import seed_manuals
 
         s3 = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()

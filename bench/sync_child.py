@@ -24,8 +24,8 @@ BUCKET = "ductwork-bench"
 def sync_once(home: Path, url: str, api_key: str, s3_url: str) -> dict:
     """Materialise every synced asset and the snapshot, as ``ductwork sync`` does."""
 
+    from assets.resources import resources_for_home
     from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-    from pipelines.resources import resources_for_home
 
     resources = resources_for_home(home, url, api_key, s3_url, BUCKET)
     started = time.perf_counter()

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ductwork.keys import SCOPES, KeyStore
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
 from pipelines.usage import UsageError
-from serve.api_keys import SCOPES, KeyStore
 
 
 def main(argv: Sequence[str] | None = None) -> int:

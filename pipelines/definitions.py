@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
-import gc
 from datetime import timedelta
 
 import dagster as dg
@@ -11,16 +9,17 @@ import dagster as dg
 from assets.catalog import CATALOG_CHECKS, CATALOG_KEYS
 from assets.checks import grouped_checks
 from assets.crm import CRM_CHECKS, crm_lead_details, crm_leads
+from assets.digital_assets import DIGITAL_ASSET_CHECKS, warehouse_digital_assets
 from assets.internal import INTERNAL_ASSETS, INTERNAL_CHECKS, product_images
+from assets.resources import default_resources
 from assets.serving import SYNCED_ASSETS, SYNCED_KEYS, serving_snapshot
 from assets.stream_checks import (
     complete_against_upstream,
     cursor_only_moves_forward,
     no_large_shrink,
 )
-from assets.warehouse import WAREHOUSE_CHECKS, warehouse_digital_assets, warehouse_submittals
+from assets.submittals import SUBMITTAL_CHECKS, warehouse_submittals
 from pipelines.jobs import JOBS, SCHEDULES
-from pipelines.resources import default_resources
 from pipelines.run_progress import progress_logger
 from pipelines.sensors import SENSORS
 
@@ -34,7 +33,14 @@ STREAM_CHECKS = [
     # total every page reported (``read_whole_list``), so there the check could never fail.
     complete_against_upstream(warehouse_digital_assets.key),
 ]
-CHECK_RULES = [*CATALOG_CHECKS, *WAREHOUSE_CHECKS, *CRM_CHECKS, *INTERNAL_CHECKS, *STREAM_CHECKS]
+CHECK_RULES = [
+    *CATALOG_CHECKS,
+    *DIGITAL_ASSET_CHECKS,
+    *SUBMITTAL_CHECKS,
+    *CRM_CHECKS,
+    *INTERNAL_CHECKS,
+    *STREAM_CHECKS,
+]
 # Three check steps instead of one per check (see assets/checks.py). No group holds an asset
 # together with one that depends on it, so a blocking check still runs before whatever depends
 # on its asset: the lead list's checks before the lead details, the catalog's before the
@@ -78,9 +84,3 @@ defs = dg.Definitions(
     resources=default_resources(),
     loggers={**dg.default_loggers(), "progress": progress_logger},
 )
-# What has been built so far (Dagster, the libraries, these definitions) lives as long as the
-# process. Frozen, it is no longer re-scanned by the collector's full passes, which parsing the
-# upstream's pages sets off again and again: on a no-change run those passes took about 0.6 s.
-# Unfrozen at exit, so that DuckDB's objects are still freed before the interpreter goes away.
-gc.freeze()
-atexit.register(gc.unfreeze)

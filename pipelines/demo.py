@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ductwork.contract import paths
+from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings, load, upstream_environment
 from pipelines.instance import prepare_dagster_home
 from pipelines.processes import (
@@ -20,7 +21,6 @@ from pipelines.processes import (
     taken_port,
     wait_until_answering,
 )
-from serve.api_keys import KeyStore
 
 HOST = "127.0.0.1"
 BUCKET = "ductwork-demo"
@@ -110,7 +110,7 @@ def _ports(options: argparse.Namespace) -> list[tuple[str, int]]:
 
 def _seed_bucket(s3_url: str, seed: int) -> None:
     """Create the demo bucket and put some manuals in it, as the upstream's store holds."""
-    from pipelines.resources import ObjectStore
+    from assets.resources import ObjectStore
     from sandbox.server import seed_manuals
 
     client = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()

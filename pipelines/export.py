@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
+from assets.resources import ObjectStore
 from ductwork import snapshots
 from ductwork.settings import S3Settings, load
-from pipelines.resources import ObjectStore
 from pipelines.snapshot_catalog import Relation, describe
 from warehouse_sql import quote_identifier
 

@@ -2,7 +2,7 @@
 
 The default launcher starts each run in a process of the code server but cannot check on it
 afterwards, so the daemon's run monitoring never notices a run whose process was killed. This
-one reads the worker every ductwork run records (``pipelines.run_recovery``): run monitoring
+one reads the worker every ductwork run records (``assets.run_recovery``): run monitoring
 then reports such a run failed, and frees its pool slots ``free_slots_after_run_end_seconds``
 later, with no ductwork command needing to run.
 """
@@ -16,7 +16,7 @@ import dagster as dg
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._serdes import ConfigurableClassData
 
-from pipelines.run_recovery import worker_of
+from assets.run_recovery import worker_of
 
 
 class LocalRunLauncher(dg.DefaultRunLauncher):

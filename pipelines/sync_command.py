@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import time
 import uuid
 from dataclasses import dataclass
 
 import dagster as dg
 
+from assets.run_recovery import worker_tags
 from ductwork.settings import HomeSettings, UpstreamSettings, load
+from ductwork.stop_signals import WatchStopSignals
 from pipelines.instance import prepare_dagster_home
 from pipelines.run_progress import logger_config, summarise
-from pipelines.run_recovery import worker_tags
-from pipelines.run_signals import WatchStopSignals
 from pipelines.usage import UsageError
 
 # Run config of the incremental streams: a full refresh re-reads everything from scratch;
@@ -111,12 +113,14 @@ def run_job(
     process, printing a line per finished step and a summary.
 
     The run waits its turn at the warehouse like any other (see
-    ``pipelines.warehouse_admission``). SIGINT, SIGTERM and SIGHUP end it as canceled.
+    ``assets.warehouse_admission``). SIGINT, SIGTERM and SIGHUP end it as canceled.
     """
     load(UpstreamSettings)  # fail early, in one line, when the upstream is not configured
     home = load(HomeSettings)
     prepare_dagster_home(home.dagster_home)
     from pipelines.definitions import defs  # after DAGSTER_HOME is set
+
+    freeze_what_is_loaded()
 
     if job_name not in {job.name for job in defs.resolve_all_job_defs()}:
         names = sorted(job.name for job in defs.resolve_all_job_defs())
@@ -146,6 +150,18 @@ def run_job(
     for line in summarise(run_id, status.value, events, time.monotonic() - started).lines():
         print(line, flush=True)
     return outcome
+
+
+def freeze_what_is_loaded() -> None:
+    """Keep what is loaded so far (Dagster, the libraries, the definitions) out of the garbage
+    collector's full passes for the rest of this process.
+
+    Those objects live as long as the process, and parsing the upstream's pages sets off full
+    passes again and again, each re-scanning them. Unfrozen at exit, so that DuckDB's objects
+    are still freed before the interpreter goes away.
+    """
+    gc.freeze()
+    atexit.register(gc.unfreeze)
 
 
 def _settle(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:

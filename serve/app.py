@@ -15,8 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
+from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings, ServeSettings, load
-from serve.api_keys import KeyStore
 from serve.fast_answers import FastAnswers
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry

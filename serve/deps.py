@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
-from serve.api_keys import SCOPE_OF, ApiKey
+from ductwork.keys import SCOPE_OF, ApiKey
 from serve.live_snapshot import ServingState
 
 

@@ -30,7 +30,7 @@ from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import ApiError
 from ductwork.contract.paths import Family
-from serve.api_keys import SCOPE_OF
+from ductwork.keys import SCOPE_OF
 from serve.deps import presented_key
 from serve.live_snapshot import ServingState
 from serve.responses import json_answer

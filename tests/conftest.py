@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from moto.server import ThreadedMotoServer
 
+from assets.resources import ObjectStore, resources_for_home
 from ductwork import snapshots
+from ductwork.keys import KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings, upstream_environment
-from pipelines.resources import ObjectStore, resources_for_home
 from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
-from serve.api_keys import KeyStore
 from serve.app import create_app
 
 ROOT = Path(__file__).parent.parent

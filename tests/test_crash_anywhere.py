@@ -42,8 +42,8 @@ import duckdb
 import httpx
 import pytest
 
+from assets.digital_assets import PAGE_WALK_STATE
 from assets.ingest import WAREHOUSE_POOL
-from assets.warehouse import PAGE_WALK_STATE
 from ductwork import snapshots
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS

@@ -12,10 +12,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from sandbox.server import SandboxHandle
-from serve.api_keys import KeyStore
 from tests.conftest import ObjectStoreServer, resources_for
 from tests.differential import both_keys, compare_all, mirror_requests
 from tests.test_crash_anywhere import published_snapshot_is_whole

@@ -26,8 +26,8 @@ from assets.serving import SYNCED_KEYS
 from ductwork.contract.encoding import loads, quote_sku
 from ductwork.contract.paths import LEADS, UNIT_SLUGS
 from ductwork.settings import HomeSettings
+from ductwork.upstream.client import RetryRules
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-from pipelines.upstream_client import RetryRules
 from sandbox.fault_settings import Faults
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for

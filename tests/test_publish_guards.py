@@ -14,9 +14,9 @@ from dagster_duckdb import DuckDBResource
 
 from assets.checks import CheckInputs, evaluate, keys_unique_and_present
 from assets.internal import internal_manuals
+from assets.resources import DataHome
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
-from pipelines.resources import DataHome
 from tests.conftest import home_with_published_snapshot
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.contract.encoding import quote_sku
+from ductwork.keys import KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
 from serve import fast_answers
-from serve.api_keys import KeyStore
 from serve.app import create_app
 from tests.conftest import ReadApi, home_with_published_snapshot
 

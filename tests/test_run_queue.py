@@ -21,13 +21,13 @@ import dagster as dg
 import httpx
 import pytest
 
+from assets.warehouse_admission import HOLDING_MESSAGE
 from ductwork.contract.paths import INTERNAL_PREFIX
+from ductwork.keys import KeyStore
 from ductwork.local_server import free_socket, serving
 from ductwork.settings import HomeSettings, ServeSettings
 from pipelines.processes import wait_until_answering
-from pipelines.warehouse_admission import HOLDING_MESSAGE
 from sandbox.server import SandboxHandle
-from serve.api_keys import KeyStore
 from serve.app import create_app
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.test_cli import sync_env

@@ -19,11 +19,11 @@ import dagster as dg
 import pytest
 from dagster._core.launcher import WorkerStatus
 
+from assets.run_recovery import WORKER_TAG, recover_dead_runs
 from ductwork.run_worker import RunWorker
 from ductwork.warehouse_lease import WarehouseBusy, WarehouseLease
 from pipelines.instance import EARLIER_DEFAULTS, INSTANCE_YAML, prepare_dagster_home
 from pipelines.run_launcher import LocalRunLauncher
-from pipelines.run_recovery import WORKER_TAG, recover_dead_runs
 
 HOLD_LEASE = """
 import sys, time

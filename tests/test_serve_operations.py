@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from ductwork.contract import paths
+from ductwork.keys import KeyStore
 from ductwork.local_server import HOST, free_socket
 from ductwork.settings import HomeSettings
 from pipelines.processes import PROJECT_ROOT, wait_until_answering
-from serve.api_keys import KeyStore
 from tests.conftest import home_with_published_snapshot
 
 # Every counted request carries this query string; it must never reach the output.

@@ -16,9 +16,9 @@ from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.contract.paths import Family, family_of
+from ductwork.keys import SCOPE_OF, SCOPES, KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings
-from serve.api_keys import SCOPE_OF, SCOPES, KeyStore
 from serve.app import create_app
 from tests.conftest import ReadApi
 

@@ -27,10 +27,10 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.contract import paths
+from ductwork.keys import KeyStore
 from ductwork.local_server import HOST, free_socket
 from ductwork.settings import HomeSettings
 from sandbox.server import SandboxHandle
-from serve.api_keys import KeyStore
 from tests.conftest import ObjectStoreServer
 from tests.test_sync_streams import mutate, sync
 

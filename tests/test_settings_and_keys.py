@@ -12,10 +12,10 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 import warehouse_sql
-from assets.loading import open_warehouse
+from assets.resources import open_warehouse
 from ductwork import snapshots
+from ductwork.keys import KeyStore
 from ductwork.settings import SettingsError, SyncSettings, UpstreamSettings, load
-from serve.api_keys import KeyStore
 from serve.live_snapshot import LiveSnapshot
 
 

@@ -19,8 +19,8 @@ from conftest import UPSTREAM_KEY, ObjectStoreServer
 from dagster_duckdb import DuckDBResource
 from test_cli import ductwork, sync_env
 
+from assets.resources import DataHome
 from pipelines.definitions import defs
-from pipelines.resources import DataHome
 from sandbox.server import SandboxHandle
 
 

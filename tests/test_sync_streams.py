@@ -18,12 +18,12 @@ from assets.catalog import CATALOG_KEYS
 from ductwork import snapshots
 from ductwork.contract.encoding import format_datetime, loads, parse_datetime
 from ductwork.contract.paths import UNIT_SLUGS
+from ductwork.keys import KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from pipelines.jobs import RECONCILE_CONFIG
 from sandbox.server import SandboxHandle
-from serve.api_keys import KeyStore
 from serve.app import create_app
 from tests.conftest import UNLIMITED, UPSTREAM_KEY, ObjectStoreServer, ReadApi, resources_for
 from tests.differential import (
@@ -238,7 +238,7 @@ def test_a_quiescent_run_after_mutations_during_paging_equals_the_upstream(
 def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
     fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
-    from assets.warehouse import PAGE_WALK_STATE, warehouse_digital_assets
+    from assets.digital_assets import PAGE_WALK_STATE, warehouse_digital_assets
     from sandbox.server import Faults
 
     resources = resources_for(tmp_path, fresh_upstream.url, object_store)

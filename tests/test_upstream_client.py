@@ -8,15 +8,15 @@ from collections.abc import Callable
 
 import pytest
 
-from assets.list_reader import digest_known_pages, read_whole_list
 from ductwork.contract.encoding import dumps, loads
 from ductwork.local_server import serving
-from pipelines.upstream_client import (
+from ductwork.upstream.client import (
     RetryRules,
     UpstreamAuthError,
     UpstreamClient,
     UpstreamError,
 )
+from ductwork.upstream.list_reader import digest_known_pages, read_whole_list
 
 SECRET = "sk-test-do-not-leak-4711"
 Script = Callable[[int, dict], tuple[int, dict[str, str], bytes] | None]

@@ -14,8 +14,7 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 
 from assets.crm import _store_leads
-from assets.loading import open_warehouse
-from pipelines.resources import Warehouse
+from assets.resources import Warehouse, open_warehouse
 
 PROBE = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close()"
 

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-from dagster_duckdb import DuckDBResource
 
-from assets.bookmarks import read_bookmark, write_bookmark
-from assets.schema_drift import RecordShape
 from ductwork.contract.encoding import dumps, parse_datetime
 from ductwork.settings import SyncSettings, load
+from ductwork.store.bookmarks import read_bookmark, write_bookmark
+from ductwork.upstream.schema_drift import RecordShape
 from warehouse_sql import schema_sql
 
 Record = Mapping[str, Any]
@@ -202,21 +199,10 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     write_bookmark(con, SCHEMA_BOOKMARK, digest)
 
 
-@contextmanager
-def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection to the warehouse with every table of the schema in place."""
-    # DuckDB creates the file but not its folder; without the folder DuckDBResource would
-    # retry the connection for minutes instead of failing.
-    Path(resource.database).parent.mkdir(parents=True, exist_ok=True)
-    with resource.get_connection() as con:
-        # DuckDBResource closes its connection only when the block ends without an error;
-        # a failed asset must not leave the warehouse file open in this process.
-        try:
-            # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a
-            # fixed limit keeps the sync's memory flat as data grows (the setting's pattern
-            # admits nothing but a number and a unit, so it is safe to place in the statement).
-            con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
-            _ensure_schema(con)
-            yield con
-        finally:
-            con.close()
+def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
+    """Set the sync's memory limit and put every table of the schema in place."""
+    # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a fixed
+    # limit keeps the sync's memory flat as data grows (the setting's pattern admits nothing
+    # but a number and a unit, so it is safe to place in the statement).
+    con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
+    _ensure_schema(con)

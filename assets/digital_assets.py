@@ -1,9 +1,6 @@
-"""Warehouse family assets: digital assets (incremental, with reconciliation) and submittals."""
+"""The warehouse family's digital assets: incremental on ``updatedAfter``, with reconciliation."""
 
 import asyncio
-import hashlib
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import dagster as dg
@@ -11,7 +8,19 @@ import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
-from assets.asset_walk import (
+from assets.checks import AssetRule, keys_unique_and_present
+from assets.ingest import (
+    PendingPages,
+    epoch_seconds,
+    fetch,
+    ingest_asset,
+    run_metadata,
+)
+from assets.resources import UpstreamResource, open_warehouse
+from ductwork.store.bookmarks import clear_bookmark, read_bookmark, resume_from, write_bookmark
+from ductwork.store.loading import Record, rows_table, text_or_none, timestamp_or_none
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.digital_asset_walk import (
     Key,
     PageWalkProgress,
     WalkReport,
@@ -19,48 +28,22 @@ from assets.asset_walk import (
     keyset_walk,
     page_walk,
 )
-from assets.bookmarks import clear_bookmark, read_bookmark, resume_from, write_bookmark
-from assets.checks import AssetRule, keys_unique_and_present
-from assets.ingest import (
-    Fetched,
-    PendingPages,
-    epoch_seconds,
-    fetch,
-    fetch_and_store,
-    ingest_asset,
-    run_metadata,
-)
-from assets.loading import (
-    ListContent,
-    Record,
-    open_warehouse,
-    rows_table,
-    text_or_none,
-    timestamp_or_none,
-)
-from assets.schema_drift import DIGITAL_ASSET_RECORD, SUBMITTAL_RECORD, DriftTally
-from ductwork.contract.encoding import dumps
-from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
-from pipelines.resources import UpstreamResource
-from pipelines.upstream_client import RequestStats, UpstreamClient
+from ductwork.upstream.schema_drift import DIGITAL_ASSET_RECORD, DriftTally
 from warehouse_sql import read_sql
 
+# The upstream family's group, under the name already stored in run history.
 GROUP = "warehouse"
 KINDS = {"api", "duckdb"}
-ASSETS_STREAM = "warehouse_digital_assets"
+DIGITAL_ASSETS_STREAM = "warehouse_digital_assets"
 # The progress of an unfinished page walk, kept beside the bookmark in stream_state.
 PAGE_WALK_STATE = "warehouse_digital_assets.page_walk"
 TS = pa.timestamp("us", tz="UTC")
-# The catalog lists (assets) whose tables the submittal requests derive from, and where the
-# last complete pass over those requests is recorded.
-SUBMITTAL_SOURCE_LISTS = ["pairings", *(slug.replace("-", "_") for slug in UNIT_SLUGS)]
-SUBMITTALS_DERIVED = "warehouse_submittals.derived"
 # A page walk commits its pages this many listed assets at a time. Each transaction pays for a
 # history apply and a commit whatever its size: replaying a medium full sync's 200,000 assets
 # took 16.8 s at one 1,000-asset page a transaction and 6.9 s at ten pages.
-ASSETS_PER_COMMIT = 10_000
+DIGITAL_ASSETS_PER_COMMIT = 10_000
 
-ASSET_SCHEMA = pa.schema(
+DIGITAL_ASSET_SCHEMA = pa.schema(
     [("asset_id", pa.string()), ("sku", pa.string()), ("asset_type", pa.string()),
      ("title", pa.string()), ("url", pa.string()), ("mime_type", pa.string()),
      ("language", pa.string()), ("file_size_bytes", pa.int64()), ("created_at", TS),
@@ -69,7 +52,7 @@ ASSET_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
-def asset_row(record: Record) -> dict[str, Any]:
+def digital_asset_row(record: Record) -> dict[str, Any]:
     """Typed columns of a warehouse digital asset."""
     size = record.get("fileSizeBytes")
     return {
@@ -112,14 +95,19 @@ def _upsert(
     con.execute("BEGIN TRANSACTION")
     try:
         if newest:
-            con.register("incoming_rows", rows_table(newest.values(), asset_row, ASSET_SCHEMA))
+            con.register(
+                "incoming_rows",
+                rows_table(newest.values(), digital_asset_row, DIGITAL_ASSET_SCHEMA),
+            )
             try:
                 con.execute(read_sql("digital_assets_upsert"))
                 con.execute(read_sql("digital_asset_history_apply"))
             finally:
                 con.unregister("incoming_rows")
         if bookmark is not None:
-            write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
+            write_bookmark(
+                con, DIGITAL_ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]}
+            )
         if progress is not None:
             # A list parameter, not an Arrow table: a page with no fresh asset (every page of a
             # run with nothing new) then builds no Arrow array, whose first use in a process
@@ -138,7 +126,9 @@ def _end_page_walk(con: duckdb.DuckDBPyConnection, bookmark: Key | None) -> None
     con.execute("BEGIN TRANSACTION")
     try:
         if bookmark is not None:
-            write_bookmark(con, ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]})
+            write_bookmark(
+                con, DIGITAL_ASSETS_STREAM, {"updatedAt": bookmark[0], "assetId": bookmark[1]}
+            )
         clear_bookmark(con, PAGE_WALK_STATE)
         con.execute("DELETE FROM digital_asset_walk_ids")
         con.execute("COMMIT")
@@ -232,7 +222,9 @@ async def _sync_assets(
         await held.add((records, listed, walked.copy()), len(listed))
 
     # Pages read before a failure are committed too: a rerun resumes after them.
-    async with PendingPages(lambda pages: _upsert_pages(con, pages), ASSETS_PER_COMMIT) as held:
+    async with PendingPages(
+        lambda pages: _upsert_pages(con, pages), DIGITAL_ASSETS_PER_COMMIT
+    ) as held:
         report = await page_walk(client, progress, page_sink)
         if resumed_after == 0 and not held.committed and not report.records and report.consistent:
             # Nothing after the bookmark, and this run saw the whole walk: its progress would
@@ -272,7 +264,7 @@ def warehouse_digital_assets(
     with open_warehouse(warehouse) as con:
         reconcile = config.mode == "reconcile"
         start = resume_from(
-            con, ASSETS_STREAM, ("updatedAt", "assetId"),
+            con, DIGITAL_ASSETS_STREAM, ("updatedAt", "assetId"),
             reset=config.reset_bookmark, from_scratch=reconcile,
         )  # fmt: skip
         drift = DriftTally(DIGITAL_ASSET_RECORD)
@@ -309,162 +301,6 @@ def warehouse_digital_assets(
     )
 
 
-SUBMITTAL_SCHEMA = pa.schema(
-    [("request_key", pa.string()), ("idu", pa.string()), ("odu", pa.string()),
-     ("found", pa.bool_()), ("ahri_number", pa.string()), ("document_url", pa.string()),
-     ("updated_at", TS), ("source_signature", pa.string()), ("record", pa.string()),
-     ("synced_at", TS)]
-)  # fmt: skip
-SUBMITTAL_BATCH = 500
-
-
-class SubmittalsConfig(dg.Config):
-    """Run config of the submittal sync."""
-
-    mode: Literal["incremental", "reconcile"] = "incremental"
-
-
-async def _fetch_submittals(
-    client: UpstreamClient,
-    requests: list[tuple[str, str | None, str | None, str]],
-    drift: DriftTally,
-) -> list[dict[str, Any]]:
-    """Fetch one batch of submittals concurrently; a 404 becomes a row with found = false.
-    Every submittal found is counted in ``drift``."""
-
-    async def one(key: str, idu: str | None, odu: str | None, signature: str) -> dict[str, Any]:
-        query = {name: value for name, value in (("idu", idu), ("odu", odu)) if value}
-        answer = await client.get(
-            SUBMITTAL_DATA, query, accept=frozenset({200, 404}), parse_json=True
-        )
-        data = answer.json().get("data") if answer.status == 200 else None
-        found = isinstance(data, dict) and answer.status == 200
-        if found:
-            drift.count([data])
-        return {
-            "request_key": key,
-            "idu": idu,
-            "odu": odu,
-            "found": found,
-            "ahri_number": text_or_none(data.get("ahriNumber")) if found else None,
-            "document_url": text_or_none(data.get("documentUrl")) if found else None,
-            "updated_at": timestamp_or_none(data.get("updatedAt")) if found else None,
-            "source_signature": signature,
-            "record": dumps(data).decode() if found else None,
-            "synced_at": datetime.now(UTC),
-        }
-
-    return list(await asyncio.gather(*(one(*request) for request in requests)))
-
-
-def _store_submittals(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    table = pa.Table.from_pylist(rows, schema=SUBMITTAL_SCHEMA)
-    con.register("incoming_rows", table)
-    try:
-        con.execute(read_sql("submittals_upsert"))
-    finally:
-        con.unregister("incoming_rows")
-
-
-@ingest_asset(
-    group=GROUP,
-    deps=SUBMITTAL_SOURCE_LISTS,
-    description=(
-        "Submittal data for every Pairing (P1/P2 SRNs) and Standalone unit; incremental runs "
-        "fetch only requests that are new or whose pairing or units changed."
-    ),
-)
-def warehouse_submittals(
-    config: SubmittalsConfig, upstream: UpstreamResource, warehouse: DuckDBResource
-) -> dg.MaterializeResult:
-    """Mirror submittal data, one request per (idu, odu).
-
-    The requests derive from the pairings and unit lists. When none of those changed since a
-    pass fetched every request it derived, and the table holds as many rows as that pass left,
-    there is nothing to derive or fetch (a reconciliation fetches everything regardless).
-    """
-    drift = DriftTally(SUBMITTAL_RECORD)
-    counted = "SELECT count(*), count(*) FILTER (found) FROM submittals"
-    with open_warehouse(warehouse) as con:
-        sources = _submittal_sources(con)
-        last = read_bookmark(con, SUBMITTALS_DERIVED)
-        total, found = con.execute(counted).fetchall()[0]
-        if (
-            config.mode != "reconcile"
-            and last is not None
-            and (last["sources"], last["rows"]) == (sources, total)
-        ):
-            done = _SubmittalPass(Fetched(None, RequestStats(), 0.0), last["requests"], 0, 0)
-        else:
-            done = _submittal_pass(config, upstream, con, drift)
-            total, found = con.execute(counted).fetchall()[0]
-            bookmark = {"sources": sources, "rows": total, "requests": done.derived}
-            write_bookmark(con, SUBMITTALS_DERIVED, bookmark)
-    return dg.MaterializeResult(
-        metadata=run_metadata(
-            done.fetched,
-            found,
-            requests_derived=done.derived,
-            submittals_fetched=done.requested,
-            not_found=total - found,
-            rows_deleted=done.deleted,
-            mode=config.mode,
-            **drift.as_metadata(),
-        )
-    )
-
-
-@dataclass(frozen=True)
-class _SubmittalPass:
-    """What one pass over the derived submittal requests did."""
-
-    fetched: Fetched[None]
-    derived: int  # requests the catalog implies
-    requested: int  # of them, fetched (new, changed, or all in a reconciliation)
-    deleted: int  # rows whose request the catalog no longer implies
-
-
-def _submittal_pass(
-    config: SubmittalsConfig,
-    upstream: UpstreamResource,
-    con: duckdb.DuckDBPyConnection,
-    drift: DriftTally,
-) -> _SubmittalPass:
-    """Derive the requests, fetch those not stored as derived, delete those no longer implied."""
-    wanted = con.execute(read_sql("submittal_requests")).fetchall()
-    have = dict(con.execute("SELECT request_key, source_signature FROM submittals").fetchall())
-    todo = [row for row in wanted if config.mode == "reconcile" or have.get(row[0]) != row[3]]
-
-    async def run(client: UpstreamClient) -> None:
-        await fetch_and_store(
-            [todo[i : i + SUBMITTAL_BATCH] for i in range(0, len(todo), SUBMITTAL_BATCH)],
-            lambda requests: _fetch_submittals(client, requests, drift),
-            lambda rows: _store_submittals(con, rows),
-        )
-
-    fetched = fetch(upstream, run)
-    removed = con.execute(
-        "DELETE FROM submittals WHERE request_key NOT IN (SELECT unnest(?::VARCHAR[]))",
-        [[row[0] for row in wanted]],
-    ).fetchall()[0][0]
-    return _SubmittalPass(fetched, len(wanted), len(todo), removed)
-
-
-def _submittal_sources(con: duckdb.DuckDBPyConnection) -> str:
-    """A digest of what the submittal requests derive from: the stored content of the lists
-    they read, and the statement that derives them."""
-    keys = [ListContent.bookmark_key_of(name) for name in SUBMITTAL_SOURCE_LISTS]
-    found = con.execute(
-        "SELECT list(stream || '=' || bookmark ORDER BY stream) FROM stream_state "
-        "WHERE stream IN (SELECT unnest(?::VARCHAR[]))",
-        [keys],
-    ).fetchall()[0][0]
-    text = "\n".join([read_sql("submittal_requests"), *(found or [])])
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-WAREHOUSE_ASSETS: list[dg.AssetsDefinition] = [warehouse_digital_assets, warehouse_submittals]
-WAREHOUSE_CHECKS: list[AssetRule] = [
+DIGITAL_ASSET_CHECKS: list[AssetRule] = [
     keys_unique_and_present(warehouse_digital_assets.key, "digital_assets", ["asset_id"]),
-    keys_unique_and_present(warehouse_submittals.key, "submittals", ["request_key"]),
 ]

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
 from dagster_aws.s3 import S3Resource
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
+from assets.warehouse_admission import hold_warehouse, note_stop_signal
 from ductwork.contract.manuals import object_url
 from ductwork.settings import HomeSettings, S3Settings, UpstreamTuning, load
-from pipelines.upstream_client import RetryRules, UpstreamClient
-from pipelines.warehouse_admission import hold_warehouse, note_stop_signal
+from ductwork.store.loading import prepare_connection
+from ductwork.upstream.client import RetryRules, UpstreamClient
 
 
 class UpstreamResource(dg.ConfigurableResource):
@@ -42,7 +45,7 @@ class Warehouse(DuckDBResource):
     """The working warehouse: dagster-duckdb's resource, held by one run at a time.
 
     In a run, setting it up takes the warehouse's lease first (waiting while another run holds
-    it, see ``pipelines.warehouse_admission``), then holds the database open for the length of
+    it, see ``assets.warehouse_admission``), then holds the database open for the length of
     the run: every step opens and closes its own connection, and with no other connection to
     the file open in the process each open would start a DuckDB instance afresh and each close
     after a write would checkpoint. Outside a run (no setup), it is the plain resource.
@@ -151,3 +154,19 @@ class ObjectStore(dg.ConfigurableResource):
         """The path-style URL of an object: ``<endpoint>/<bucket>/<key>``, key percent-encoded."""
         base = self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com"
         return object_url(base, self.bucket, key)
+
+
+@contextmanager
+def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to the warehouse with every table of the schema in place."""
+    # DuckDB creates the file but not its folder; without the folder DuckDBResource would
+    # retry the connection for minutes instead of failing.
+    Path(resource.database).parent.mkdir(parents=True, exist_ok=True)
+    with resource.get_connection() as con:
+        # DuckDBResource closes its connection only when the block ends without an error;
+        # a failed asset must not leave the warehouse file open in this process.
+        try:
+            prepare_connection(con)
+            yield con
+        finally:
+            con.close()

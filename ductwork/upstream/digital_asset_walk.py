@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from assets.list_reader import records_of, total_of
 from ductwork.contract.encoding import format_datetime, parse_datetime
 from ductwork.contract.paths import WAREHOUSE_DIGITAL_ASSETS
-from pipelines.upstream_client import UpstreamClient
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.list_reader import records_of, total_of
 
 PAGE = 1000
 Record = dict[str, Any]

@@ -7,7 +7,7 @@ itself cannot be intercepted first (Dagster installs its own handlers, and block
 the main thread would also block them in every child it starts). So the process notes every
 stop signal on a wake-up pipe, which Python's C-level handler writes before any Python handler
 runs, and the run's warehouse resource, whose teardown always precedes the run's end, reads the
-pipe and marks the run canceling in time (``pipelines.warehouse_admission``).
+pipe and marks the run canceling in time (``assets.warehouse_admission``).
 """
 
 from __future__ import annotations

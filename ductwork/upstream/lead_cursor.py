@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ductwork.contract.paths import LEADS
-from pipelines.upstream_client import UpstreamClient
+from ductwork.upstream.client import UpstreamClient
 
 PAGE = 1000
 Record = dict[str, Any]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.upstream_client import (
+from ductwork.upstream.client import (
     LIST_PAGE_SIZE,
     Params,
     UpstreamClient,

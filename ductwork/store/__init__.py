@@ -1,0 +1,1 @@
+"""Writes to the DuckDB warehouse (tables, bookmarks), with no Dagster."""

@@ -1,0 +1,1 @@
+"""The test suite (a package, so that tests import shared helpers one way)."""
