@@ -51,7 +51,13 @@ def hold_warehouse(
         run = instance.get_run_by_id(run_id)
         return run is not None and run.status in STOPPING
 
-    waited = lease.acquire(run_id, load(RunSettings).warehouse_wait_s, report, canceled)
+    try:
+        waited = lease.acquire(run_id, load(RunSettings).warehouse_wait_s, report, canceled)
+    except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError):
+        # Dagster's handler raised the signal straight out of the wait: mark the run canceling
+        # before the interruption reaches the run's end.
+        note_stop_signal(instance, run_id)
+        raise
     if waited >= 1.0:
         log.info(f"the warehouse is this run's after waiting {waited:.0f} s")
     log.debug(HOLDING_MESSAGE)

@@ -36,13 +36,17 @@ def stop_signal_received() -> int | None:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    stop_signal_received()
+    if len(_received) > 1:
+        return  # the run is already stopping: a second signal must not cut its clean-up short
     raise KeyboardInterrupt
 
 
 class WatchStopSignals(AbstractContextManager["WatchStopSignals"]):
-    """Within the block (main thread only), stop signals interrupt the process as SIGINT does
-    and are noted for ``stop_signal_received``; ``exit_code`` is the shell's code for the
-    first one (130, 143 or 129)."""
+    """Within the block (main thread only), the first stop signal interrupts the process as
+    SIGINT does (Dagster's own handlers take over while a run executes), later ones are
+    ignored, and all are noted for ``stop_signal_received``; ``exit_code`` is the shell's code
+    for the first one (130, 143 or 129)."""
 
     def __init__(self) -> None:
         self._previous: dict[int, Any] = {}
@@ -57,7 +61,7 @@ class WatchStopSignals(AbstractContextManager["WatchStopSignals"]):
         _pipe = read
         _received.clear()
         self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
+        for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, _interrupt)
         return self
 

@@ -120,6 +120,10 @@ class ProgressHandler(logging.Handler):
                 return
             reason = error.message.strip().splitlines()[0] if error else "failed"
             self._print(f"  FAILED {step}: {reason}")
+        elif event.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE:
+            error = getattr(event.event_specific_data, "error", None)
+            reason = error.message.strip().splitlines()[-1] if error else "failed"
+            self._print(f"  FAILED setting up the run: {reason}")
         elif event.event_type == dg.DagsterEventType.STEP_SKIPPED:
             self._print(f"  --  {step} skipped (an upstream step or blocking check failed)")
 

@@ -15,13 +15,13 @@ from typing import Any
 import dagster as dg
 import duckdb
 import pytest
-from conftest import UPSTREAM_KEY, ObjectStoreServer
 from dagster_duckdb import DuckDBResource
-from test_cli import ductwork, sync_env
 
 from assets.resources import DataHome
 from pipelines.definitions import defs
 from sandbox.server import SandboxHandle
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+from tests.test_cli import ductwork, sync_env
 
 
 @contextmanager
