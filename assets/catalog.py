@@ -325,8 +325,8 @@ def catalog(
     """Mirror the selected catalog lists in one step: probe every list still held at once,
     then read in full, one after another, those that changed.
 
-    One step rather than one per list: a step costs Dagster about 25 ms, a good part of a run
-    in which the catalog has not changed. Each list is committed and reported as soon as it is
+    One step rather than one per list: each step has a fixed cost in Dagster, a good part of a
+    run in which the catalog has not changed. Each list is committed and reported as soon as it is
     stored, so a failure later in the step loses none of them.
     """
     selected = context.selected_asset_keys

@@ -2,8 +2,8 @@
 
 A check is a ``CheckRule``: a name, a description and a verdict computed from ``CheckInputs``.
 ``grouped_checks`` turns the rules of several assets into one multi-check, so that they share
-one step and one warehouse connection: a step costs Dagster about 25 ms, and a run with nothing
-new to sync is mostly such fixed costs.
+one step and one warehouse connection: each step has a fixed cost in Dagster, and a run with
+nothing new to sync is mostly such fixed costs.
 """
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -164,7 +164,7 @@ def keys_unique_and_present(
 
     When ``key_columns`` are the table's primary key, DuckDB itself refuses NULL and duplicate
     keys: the check then only counts rows (counting distinct keys took most of the checks'
-    queries, about 30 ms a run at medium). Identifiers come from this codebase; values travel
+    query time). Identifiers come from this codebase; values travel
     as parameters.
     """
     key = ", ".join(key_columns)
@@ -186,7 +186,7 @@ def keys_unique_and_present(
             rows, null_keys, duplicates = con.execute(counted, list(where_params)).fetchall()[0]
             metadata = {"rows": rows, "null_keys": null_keys, "duplicate_keys": duplicates}
         emptied = False
-        if rows == 0:  # opening the published snapshot costs ~0.1 s: only an empty table asks
+        if rows == 0:  # opening the published snapshot is slow: only an empty table asks
             published = _published_rows(inputs.data_home, rows_only, where_params)
             emptied = bool(published)
             metadata["rows_in_published_snapshot"] = published if published is not None else -1

@@ -37,9 +37,8 @@ KINDS = {"api", "duckdb"}
 LEADS_STREAM = "crm_leads"
 TS = pa.timestamp("us", tz="UTC")
 # Lead details committed per transaction: each commit also versions history and trims the queue,
-# a fixed cost of about 0.1 s, so larger batches cost far less per lead (0.34 s per 500 against
-# 0.24 s per 2,000 at medium; the medium sync's detail step took 23 s at 2,000 and 17.5 s at
-# 10,000) while a cut-short run still loses at most one batch of fetches.
+# a fixed cost per commit, so larger batches cost far less per lead (bench/RESULTS.md has the
+# figures) while a cut-short run still loses at most one batch of fetches.
 DETAIL_BATCH = 10_000
 # Lead-list pages are committed this many leads at a time, for the same reason: a medium full
 # sync's lead step took 7.9 s at a page (1,000 leads) a transaction.
@@ -120,7 +119,8 @@ def _stored_as_read(con: duckdb.DuckDBPyConnection, leads: list[Record]) -> bool
     them would then change nothing.
 
     Asked of re-read pages before they are stored, since in a run with nothing new they all
-    are. It builds no Arrow table: the first one a process builds imports pandas (about 0.25 s).
+    are. It builds no Arrow table: the first one a process builds imports pandas, a cost a
+    no-change run need not pay.
     """
     stored = dict(
         con.execute(

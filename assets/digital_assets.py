@@ -111,7 +111,7 @@ def _upsert(
         if progress is not None:
             # A list parameter, not an Arrow table: a page with no fresh asset (every page of a
             # run with nothing new) then builds no Arrow array, whose first use in a process
-            # imports pandas (about 0.25 s).
+            # imports pandas.
             con.execute(read_sql("digital_asset_walk_ids_add"), [listed or []])
             write_bookmark(con, PAGE_WALK_STATE, progress.as_json())
         con.execute("COMMIT")

@@ -133,8 +133,8 @@ class ObjectStore(dg.ConfigurableResource):
     _building: Future[Any] | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # Building a boto3 client loads S3's service model: about 60 ms of a run that has
-        # nothing new to sync. Begun in a thread as the run's resources come up, it overlaps
+        # Building a boto3 client loads S3's service model, a noticeable part of a run that
+        # has nothing new to sync. Begun in a thread as the run's resources come up, it overlaps
         # the steps before the first one that needs it, which mostly wait on the network.
         builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-client")
         self._building = builder.submit(self._new_client)

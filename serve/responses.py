@@ -24,7 +24,7 @@ def _snapshot_headers(etag: str, version: str) -> tuple[tuple[bytes, bytes], ...
 
 class _ReadyJson(Response):
     """A 200 JSON answer whose header lines are ready-made: ``Response.__init__`` builds and
-    encodes them on every request (about 10 µs, many times the lookup itself). The lines and
+    encodes them on every request, at many times the cost of the lookup itself. The lines and
     their order are the ones it would build."""
 
     media_type = JSON

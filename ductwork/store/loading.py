@@ -139,7 +139,7 @@ class ListContent:
     ) -> dict[str, int]:
         """The schema-drift counts of ``records`` (this content): as recorded for this very
         digest, or counted now and recorded. Counting looks at every member of every record
-        (about 0.14 s for the catalog); a list read unchanged need not count again."""
+        (slow for the large lists); a list read unchanged need not count again."""
         counts = self.recorded_drift(con)
         if counts is None:
             counts = shape.drift(records)
