@@ -20,15 +20,25 @@ from ductwork.settings import HomeSettings, S3Settings, UpstreamTuning, load
 from ductwork.store.loading import prepare_connection
 from ductwork.upstream.client import RetryRules, UpstreamClient
 
+_TUNING = UpstreamTuning.model_fields
+
 
 class UpstreamResource(dg.ConfigurableResource):
     """The upstream HVAC service. The API key comes from DUCTWORK_UPSTREAM_API_KEY."""
 
     base_url: str = Field(description="Base URL of the upstream service.")
     api_key: str = Field(description="Bearer key; never logged or shown in metadata.")
-    concurrency: int = Field(default=8, description="Requests in flight at most.")
-    timeout_s: float = Field(default=30.0, description="Per-request timeout in seconds.")
-    max_retries: int = Field(default=6, description="Retries of one request on 5xx or drops.")
+    # The defaults are the settings' own (one home for each default).
+    concurrency: int = Field(
+        default=_TUNING["upstream_concurrency"].default, description="Requests in flight at most."
+    )
+    timeout_s: float = Field(
+        default=_TUNING["upstream_timeout_s"].default, description="Per-request timeout, seconds."
+    )
+    max_retries: int = Field(
+        default=_TUNING["upstream_max_retries"].default,
+        description="Retries of one request on 5xx or drops.",
+    )
 
     def client(self) -> UpstreamClient:
         """A new client; open it with ``async with`` inside one event loop."""
@@ -128,7 +138,9 @@ class ObjectStore(dg.ConfigurableResource):
 
     bucket: str = Field(description="Bucket name (DUCTWORK_S3_BUCKET).")
     endpoint_url: str | None = Field(default=None, description="DUCTWORK_S3_ENDPOINT_URL.")
-    region_name: str = Field(default="us-east-1", description="DUCTWORK_S3_REGION.")
+    region_name: str = Field(
+        default=S3Settings.model_fields["s3_region"].default, description="DUCTWORK_S3_REGION."
+    )
 
     _building: Future[Any] | None = PrivateAttr(default=None)
 
