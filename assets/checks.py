@@ -9,7 +9,7 @@ nothing new to sync is mostly such fixed costs.
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 import duckdb
@@ -96,7 +96,11 @@ class CheckRule:
 
 
 # The asset a rule checks, by key: one multi-asset step may materialise several checked assets.
-AssetRule = tuple[dg.AssetKey, CheckRule]
+class AssetRule(NamedTuple):
+    """A check rule and the asset it checks."""
+
+    asset: dg.AssetKey
+    rule: CheckRule
 
 
 def grouped_checks(name: str, rules: Sequence[AssetRule]) -> dg.AssetChecksDefinition:
@@ -194,11 +198,14 @@ def keys_unique_and_present(
             passed=null_keys == 0 and duplicates == 0 and not emptied, metadata=metadata
         )
 
-    return asset, CheckRule(
-        name=f"{asset.path[-1]}_keys_unique_and_present",
-        description=f"Every row of {table} has a non-NULL, unique ({key}); not emptied since "
-        "the last publish.",
-        verdict=verdict,
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_keys_unique_and_present",
+            description=f"Every row of {table} has a non-NULL, unique ({key}); not emptied since "
+            "the last publish.",
+            verdict=verdict,
+        ),
     )
 
 
@@ -228,11 +235,14 @@ def pairing_products_resolve(pairings: dg.AssetKey) -> AssetRule:
             metadata={"missing_skus": len(missing), "examples": ", ".join(missing[:20])},
         )
 
-    return pairings, CheckRule(
-        name="pairing_products_resolve_to_catalog",
-        description="Every SKU a pairing names is in the catalog (a warning: pairings may run "
-        "ahead of the catalog; the JSON is served unchanged either way).",
-        verdict=verdict,
-        blocking=False,
-        additional_deps=("catalog_items",),
+    return AssetRule(
+        pairings,
+        CheckRule(
+            name="pairing_products_resolve_to_catalog",
+            description="Every SKU a pairing names is in the catalog (a warning: pairings may run "
+            "ahead of the catalog; the JSON is served unchanged either way).",
+            verdict=verdict,
+            blocking=False,
+            additional_deps=("catalog_items",),
+        ),
     )

@@ -67,28 +67,39 @@ def completeness_verdict(current: Metadata | None) -> dg.AssetCheckResult:
 
 def no_large_shrink(asset: dg.AssetKey) -> AssetRule:
     """A blocking check: the asset's table did not shrink by more than SHRINK_LIMIT."""
-    return asset, CheckRule(
-        name=f"{asset.path[-1]}_no_large_shrink",
-        description=f"Rows did not fall by more than {SHRINK_LIMIT:.0%} since the previous "
-        "materialization, unless the run was a reconciliation.",
-        verdict=lambda inputs: shrink_verdict(*inputs.recent_metadata()),
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_no_large_shrink",
+            description=f"Rows did not fall by more than {SHRINK_LIMIT:.0%} since the previous "
+            "materialization, unless the run was a reconciliation.",
+            verdict=lambda inputs: shrink_verdict(*inputs.recent_metadata()),
+        ),
     )
 
 
 def cursor_only_moves_forward(asset: dg.AssetKey) -> AssetRule:
     """A blocking check: the lead cursor never moves back."""
-    return asset, CheckRule(
-        name=f"{asset.path[-1]}_cursor_only_moves_forward",
-        description="The (CreatedDate, Id) cursor is at or after where the previous run left it.",
-        verdict=lambda inputs: cursor_verdict(*inputs.recent_metadata()),
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_cursor_only_moves_forward",
+            description=(
+                "The (CreatedDate, Id) cursor is at or after where the previous run left it."
+            ),
+            verdict=lambda inputs: cursor_verdict(*inputs.recent_metadata()),
+        ),
     )
 
 
 def complete_against_upstream(asset: dg.AssetKey) -> AssetRule:
     """A blocking check: rows loaded equal the total the upstream reported."""
-    return asset, CheckRule(
-        name=f"{asset.path[-1]}_complete_against_upstream",
-        description="Rows loaded equal the upstream's reported total (totalItems) of a full "
-        "listing; incremental runs report none and pass.",
-        verdict=lambda inputs: completeness_verdict(inputs.recent_metadata()[0]),
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_complete_against_upstream",
+            description="Rows loaded equal the upstream's reported total (totalItems) of a full "
+            "listing; incremental runs report none and pass.",
+            verdict=lambda inputs: completeness_verdict(inputs.recent_metadata()[0]),
+        ),
     )

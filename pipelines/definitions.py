@@ -46,11 +46,11 @@ CHECK_RULES = [
 # on its asset: the lead list's checks before the lead details, the catalog's before the
 # submittals and the product images.
 ALL_CHECKS = [
-    grouped_checks("catalog_checks", [r for r in CHECK_RULES if r[0] in CATALOG_KEYS]),
-    grouped_checks("crm_leads_checks", [r for r in CHECK_RULES if r[0] == crm_leads.key]),
+    grouped_checks("catalog_checks", [r for r in CHECK_RULES if r.asset in CATALOG_KEYS]),
+    grouped_checks("crm_leads_checks", [r for r in CHECK_RULES if r.asset == crm_leads.key]),
     grouped_checks(
         "stream_checks",
-        [r for r in CHECK_RULES if r[0] not in CATALOG_KEYS and r[0] != crm_leads.key],
+        [r for r in CHECK_RULES if r.asset not in CATALOG_KEYS and r.asset != crm_leads.key],
     ),
 ]
 # Freshness per stream: each schedule's period with room for a late run (warn) and for a
