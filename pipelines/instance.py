@@ -13,6 +13,10 @@ INSTANCE_YAML = """\
 # Written by ductwork; edit freely, ductwork keeps an existing file.
 telemetry:
   enabled: false
+# The upstream client's retries and 429 waits go to the run's event log (at DEBUG).
+python_logs:
+  managed_python_loggers: [ductwork.upstream]
+  python_log_level: DEBUG
 run_launcher:
   module: pipelines.run_launcher
   class: LocalRunLauncher

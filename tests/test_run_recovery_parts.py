@@ -1,5 +1,5 @@
 """Unit tests of the parts that recover dead runs: worker identity, the warehouse lease, the
-launcher's health check and the instance's configuration.
+launcher's health check and the instance's configuration (and what it sends to the event log).
 
 These take shortcuts on purpose (an ephemeral instance, a lease held by a bare child process);
 what operators run, ``ductwork sync`` on the data folder's instance, is tested in
@@ -24,6 +24,9 @@ from ductwork.run_worker import RunWorker
 from ductwork.warehouse_lease import WarehouseBusy, WarehouseLease
 from pipelines.instance import EARLIER_DEFAULTS, INSTANCE_YAML, prepare_dagster_home
 from pipelines.run_launcher import LocalRunLauncher
+from sandbox.fault_settings import Faults
+from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
+from tests.test_cli import ductwork, sync_env
 
 HOLD_LEASE = """
 import sys, time
@@ -153,3 +156,22 @@ def test_the_instance_config_turns_run_monitoring_on_and_replaces_only_an_unedit
     (edited / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     prepare_dagster_home(edited)
     assert (edited / "dagster.yaml").read_text(encoding="utf-8").startswith("telemetry")
+
+
+def test_the_upstream_clients_retries_reach_the_runs_event_log(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    """Through ``ductwork sync`` on the instance on disk, against an upstream answering 60 %
+    of requests with a 5xx or a 429 (the catalog alone is a handful of requests)."""
+    faults = Faults(error_rate=0.3, rate_limit_rate=0.3, retry_after_s=0, seed=3)
+    with object_store.sandbox(SEED, "tiny") as upstream:
+        upstream.state.faults = faults
+        env = sync_env(tmp_path, upstream, object_store, UPSTREAM_KEY)
+        done = ductwork("sync", "--select", "group:catalog", env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "retry" not in done.stdout  # the terminal shows steps, not every retry
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+        (run,) = instance.get_runs()
+        messages = [entry.user_message for entry in instance.all_logs(run.run_id)]
+    assert any("rate limited (HTTP 429)" in message for message in messages)
+    assert any(" retry 1 in " in message for message in messages)

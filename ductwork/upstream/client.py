@@ -190,7 +190,6 @@ class UpstreamClient:
                     else:
                         delay = self._after_status(tally, path, status, retry_after, body)
             self.stats.retries += 1
-            log.debug("retrying GET %s in %.2fs", path, delay)
             await asyncio.sleep(delay)
 
     def _after_status(
@@ -208,7 +207,9 @@ class UpstreamClient:
             if tally.rate_waits > self._rules.max_rate_limit_waits:
                 waits = tally.rate_waits
                 raise UpstreamError(f"GET {path}: still rate limited after {waits} waits")
-            return self._retry_after(retry_after, path)
+            delay = self._retry_after(retry_after, path)
+            log.debug("GET %s: rate limited (HTTP 429); waiting %.2f s (Retry-After)", path, delay)
+            return delay
         if status in RETRYABLE_STATUSES:
             self.stats.server_errors += 1
             return self._after_failure(tally, path, f"HTTP {status}")
@@ -220,7 +221,9 @@ class UpstreamClient:
         if tally.failures > self._rules.max_retries:
             raise UpstreamError(f"GET {path}: {reason}; gave up after {tally.failures} attempts")
         ceiling = self._rules.backoff_base_s * 2 ** (tally.failures - 1)
-        return self._random.uniform(0, min(self._rules.backoff_cap_s, ceiling))
+        delay = self._random.uniform(0, min(self._rules.backoff_cap_s, ceiling))
+        log.debug("GET %s: %s; retry %d in %.2f s", path, reason, tally.failures, delay)
+        return delay
 
     async def get_json(self, path: str, params: Params | None = None, *, auth: bool = True) -> Any:
         """GET a 200 JSON body."""
