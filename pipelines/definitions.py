@@ -19,6 +19,7 @@ from assets.stream_checks import (
     no_large_shrink,
 )
 from assets.submittals import SUBMITTAL_CHECKS, warehouse_submittals
+from assets.table_metadata import with_table_metadata
 from pipelines.jobs import JOBS, SCHEDULES
 from pipelines.run_progress import progress_logger
 from pipelines.sensors import SENSORS
@@ -76,7 +77,10 @@ def _with_freshness(spec: dg.AssetSpec) -> dg.AssetSpec:
 
 
 defs = dg.Definitions(
-    assets=[asset.map_asset_specs(_with_freshness) for asset in ALL_ASSETS],
+    assets=[
+        asset.map_asset_specs(_with_freshness).map_asset_specs(with_table_metadata)
+        for asset in ALL_ASSETS
+    ],
     asset_checks=ALL_CHECKS,
     jobs=JOBS,
     schedules=SCHEDULES,

@@ -1,0 +1,57 @@
+"""Dagster's catalog as the data dictionary: each asset names its table and its columns.
+
+The descriptions come from the same ``COMMENT ON`` statements that every published snapshot
+gets (``ductwork.store.table_docs``), so the UI and ``ductwork docs`` never disagree.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ductwork.store.table_docs import table_docs
+
+# The warehouse table each asset writes (the six unit lists share one, told apart by
+# ``unit_type``); the publish's is the table that names each snapshot.
+ASSET_TABLES: dict[str, str] = {
+    "catalog_items": "catalog_items",
+    **{
+        name: "units"
+        for name in (
+            "indoor_units",
+            "outdoor_units",
+            "branch_controllers",
+            "branch_boxes",
+            "ventilation",
+            "accessories",
+        )
+    },
+    "pairings": "pairings",
+    "warehouse_digital_assets": "digital_assets",
+    "warehouse_submittals": "submittals",
+    "crm_leads": "leads",
+    "crm_lead_details": "lead_details",
+    "internal_contractors": "contractors",
+    "internal_indoor_models": "indoor_models",
+    "internal_manuals": "manuals",
+    "product_images": "product_images",
+    "serving_snapshot": "snapshot_info",
+}
+
+
+def table_metadata(asset: dg.AssetKey) -> dict[str, object]:
+    """``dagster/table_name`` and ``dagster/column_schema`` of the asset's table."""
+    table = ASSET_TABLES[asset.to_user_string()]
+    doc = table_docs()[table]
+    columns = [
+        dg.TableColumn(column.name, column.type or "unknown", description=column.comment)
+        for column in doc.columns
+    ]
+    return {
+        "dagster/table_name": f"warehouse.main.{table}",
+        "dagster/column_schema": dg.TableSchema(columns=columns),
+    }
+
+
+def with_table_metadata(spec: dg.AssetSpec) -> dg.AssetSpec:
+    """The spec with its table's name and columns added to its definition metadata."""
+    return spec.replace_attributes(metadata={**spec.metadata, **table_metadata(spec.key)})
