@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ductwork.settings import ALL_GROUPS, PREFIX
 
+FOLDERS = ("ductwork", "assets", "serve", "pipelines", "sandbox", "bench", "tests")
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
 
 
@@ -28,3 +30,23 @@ def test_readme_settings_table_lists_every_setting_with_its_default() -> None:
                 and field.default is not None
             ):
                 assert f"`{field.default}`" in row
+
+
+def test_every_ductwork_variable_the_code_reads_is_documented() -> None:
+    """Settings, test switches and deployment variables alike: any ``DUCTWORK_*`` name in the
+    code, the Makefile, CI or the deployment files appears in the README."""
+    root = Path(__file__).parent.parent
+    sources = [
+        *(path for folder in FOLDERS for path in (root / folder).rglob("*.py")),
+        *(root / "deploy").rglob("*.yaml"),
+        root / "Makefile",
+        *(root / ".ci").iterdir(),
+    ]
+    names = {
+        name
+        for source in sources
+        for name in re.findall(r"DUCTWORK_[A-Z0-9_]*[A-Z0-9]", source.read_text(encoding="utf-8"))
+    }
+    assert len(names) > 20
+    missing = sorted(name for name in names if f"`{name}" not in README)
+    assert not missing, f"undocumented in README.md: {missing}"
