@@ -28,7 +28,7 @@ test: lint test-packages ## The whole test suite
 	$(RUN) pytest
 
 soak: install ## More trials of the fault, crash and bad-input tests (minutes, not seconds)
-	DUCTWORK_SOAK=1 $(RUN) pytest tests/test_nothing_lost.py tests/test_crash_anywhere.py \
+	DUCTWORK_SOAK=1 $(RUN) pytest tests/resilience/ \
 		tests/test_read_api_bad_input.py
 
 demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster UI

@@ -12,7 +12,7 @@ import pytest
 from ductwork.settings import HomeSettings
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer
-from tests.test_sync_streams import mutate, sync
+from tests.helpers.sync import mutate, sync
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from ductwork import snapshots
 from ductwork.settings import HomeSettings
 from pipelines.snapshot_catalog import describe
 from sandbox.server import SandboxHandle
-from tests.browser import rendered_dom
 from tests.conftest import ObjectStoreServer, resources_for
-from tests.test_cli import ductwork
+from tests.helpers.browser import rendered_dom
+from tests.helpers.cli import ductwork
 
 VIEWS = {
     "pairings_expanded", "digital_assets_by_sku_type", "submittal_coverage", "leads_by_week",

@@ -3,34 +3,15 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
 from ductwork import snapshots
-from ductwork.settings import upstream_environment
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-
-ROOT = Path(__file__).parent.parent
-
-
-def ductwork(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-
-
-def sync_env(home: Path, upstream: SandboxHandle, store: ObjectStoreServer, key: str) -> dict:
-    return {
-        **os.environ,
-        "DUCTWORK_HOME": str(home),
-        **upstream_environment(upstream.url, key, store.endpoint_url, store.bucket),
-    }
+from tests.helpers.cli import ductwork, sync_env
 
 
 def test_sync_command_records_its_run_in_the_instance_and_exits_zero(

@@ -18,9 +18,9 @@ import pytest
 
 from pipelines.definitions import defs
 from sandbox.server import SandboxHandle
-from tests.browser import rendered_dom, screenshot
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.test_cli import ductwork, sync_env
+from tests.helpers.browser import rendered_dom, screenshot
+from tests.helpers.cli import ductwork, sync_env
 
 ROOT = Path(__file__).parent.parent
 # The UI is a React app that fetches over GraphQL: give it plenty of virtual time.

@@ -15,26 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from ductwork.local_server import free_socket
 from pipelines.processes import wait_until_answering
-
-ROOT = Path(__file__).parent.parent
-STARTUP_LIMIT_S = 420.0
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel just handed out (released again for the demo's servers to bind)."""
-    sockets = [free_socket() for _ in range(count)]
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
-def read_lines(stream: object, into: queue.Queue[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
-        into.put(line)
-    into.put("")
+from tests.helpers.cli import ROOT, STARTUP_LIMIT_S, free_ports, read_lines
 
 
 def test_demo_prints_a_curl_line_that_answers_real_records_and_stops_everything(

@@ -20,7 +20,7 @@ import pytest
 
 from ductwork.local_server import free_socket
 from pipelines.processes import ProcessGroup, wait_until_answering
-from tests.test_demo import ROOT, STARTUP_LIMIT_S, free_ports, read_lines
+from tests.helpers.cli import ROOT, STARTUP_LIMIT_S, free_ports, read_lines
 
 # What the commands promise: everything gone within this long of the first signal.
 STOP_LIMIT_S = 10.0

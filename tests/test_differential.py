@@ -28,7 +28,7 @@ from ductwork.contract.paths import (
 from ductwork.contract.paths import UNIT_SLUGS as SLUGS
 from sandbox.server import SandboxHandle
 from tests.conftest import ReadApi
-from tests.differential import (
+from tests.helpers.api import (
     Request,
     all_assets,
     all_pages,

@@ -16,7 +16,7 @@ import pytest
 
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.test_cli import ductwork, sync_env
+from tests.helpers.cli import ductwork, sync_env
 
 ROOT = Path(__file__).parent.parent
 # Debian installs each major version beside the others, off PATH.

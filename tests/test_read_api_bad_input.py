@@ -22,7 +22,7 @@ from ductwork.contract.paths import (
 )
 from sandbox.server import SandboxHandle
 from tests.conftest import ReadApi
-from tests.differential import both_keys, compare_all
+from tests.helpers.api import both_keys, compare_all
 
 ODD_SKUS = (
     "A%2FB",  # an encoded slash inside one segment

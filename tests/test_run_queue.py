@@ -30,7 +30,7 @@ from pipelines.processes import wait_until_answering
 from sandbox.server import SandboxHandle
 from serve.app import create_app
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.test_cli import sync_env
+from tests.helpers.cli import sync_env
 
 ROOT = Path(__file__).parent.parent
 PIM_IMAGE_SYNC = f"{INTERNAL_PREFIX}/jobs/pim-image-sync"

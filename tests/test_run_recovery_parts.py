@@ -3,7 +3,8 @@ launcher's health check and the instance's configuration (and what it sends to t
 
 These take shortcuts on purpose (an ephemeral instance, a lease held by a bare child process);
 what operators run, ``ductwork sync`` on the data folder's instance, is tested in
-tests/test_runs_on_the_instance.py, tests/test_crash_anywhere.py and tests/test_run_queue.py.
+tests/test_runs_on_the_instance.py, tests/resilience/test_crash_anywhere.py and
+tests/test_run_queue.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pipelines.instance import EARLIER_DEFAULTS, INSTANCE_YAML, prepare_dagster_
 from pipelines.run_launcher import LocalRunLauncher
 from sandbox.fault_settings import Faults
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
-from tests.test_cli import ductwork, sync_env
+from tests.helpers.cli import ductwork, sync_env
 
 HOLD_LEASE = """
 import sys, time

@@ -28,7 +28,7 @@ import pytest
 from ductwork.warehouse_lease import lease_beside
 from sandbox.server import Faults, SandboxHandle, running_sandbox
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
-from tests.test_cli import ROOT, ductwork, sync_env
+from tests.helpers.cli import ROOT, ductwork, sync_env
 
 # Added to every upstream answer: a full small-scale sync then takes 25-35 s on two cores.
 LATENCY_MS = 8.0

@@ -32,7 +32,7 @@ from ductwork.local_server import HOST, free_socket
 from ductwork.settings import HomeSettings
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer
-from tests.test_sync_streams import mutate, sync
+from tests.helpers.sync import mutate, sync
 
 ROOT = Path(__file__).parent.parent
 CLIENT_THREADS = 4

@@ -21,7 +21,7 @@ from assets.resources import DataHome
 from pipelines.definitions import defs
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.test_cli import ductwork, sync_env
+from tests.helpers.cli import ductwork, sync_env
 
 
 @contextmanager

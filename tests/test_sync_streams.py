@@ -5,28 +5,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 import duckdb
-import httpx
 import pytest
 
 from assets.catalog import CATALOG_KEYS
 from ductwork import snapshots
 from ductwork.contract.encoding import format_datetime, loads, parse_datetime
 from ductwork.contract.paths import UNIT_SLUGS
-from ductwork.keys import KeyStore
-from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
-from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
-from pipelines.jobs import RECONCILE_CONFIG
 from sandbox.server import SandboxHandle
-from serve.app import create_app
-from tests.conftest import UNLIMITED, UPSTREAM_KEY, ObjectStoreServer, ReadApi, resources_for
-from tests.differential import (
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for
+from tests.helpers.api import (
     all_assets,
     both_keys,
     compare_all,
@@ -34,56 +27,12 @@ from tests.differential import (
     unit_records,
     walk_requests,
 )
-
-
-def sync(
-    home: Path, upstream: SandboxHandle, store: ObjectStoreServer, reconcile: bool = False
-) -> dg.ExecuteInProcessResult:
-    """One run of every stream and the publish, as the sync_all (or reconcile_all) job does."""
-    result = dg.materialize(
-        [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
-        resources=resources_for(home, upstream.url, store),
-        run_config=RECONCILE_CONFIG if reconcile else None,
-    )
-    assert result.success
-    return result
-
+from tests.helpers.sync import api_over, metadata_by_asset, mutate, sync
 
 STREAMS_WITH_ROWS = (
     "catalog_items", "indoor_units", "pairings", "warehouse_digital_assets",
     "warehouse_submittals", "crm_leads", "crm_lead_details", "internal_manuals",
 )  # fmt: skip
-
-
-def metadata_by_asset(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
-    """Each materialised asset's metadata values."""
-    found = {}
-    for event in result.get_asset_materialization_events():
-        materialization = event.event_specific_data.materialization
-        values = {key: value.value for key, value in materialization.metadata.items()}
-        found[materialization.asset_key.path[-1]] = values
-    return found
-
-
-@contextmanager
-def api_over(home: Path, key: str | None = None) -> Iterator[ReadApi]:
-    """The read API over a data folder's current snapshot (with a new key unless given one)."""
-    settings = HomeSettings(home=home)
-    key = key or KeyStore(settings.keys_path).create("tests")
-    with serving(create_app(settings, UNLIMITED)) as url:
-        yield ReadApi(url, key, home)
-
-
-def mutate(upstream: SandboxHandle, **counts: int) -> dict:
-    """Change the sandbox's data through its admin API."""
-    answer = httpx.post(
-        f"{upstream.url}/_sandbox/mutate",
-        json=counts,
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-        timeout=60,
-    )
-    answer.raise_for_status()
-    return answer.json()
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer, resources_for
-from tests.differential import both_keys, compare_all, mirror_requests
-from tests.test_crash_anywhere import published_snapshot_is_whole
-from tests.test_sync_streams import api_over, mutate
+from tests.helpers.api import both_keys, compare_all, mirror_requests
+from tests.helpers.sync import api_over, mutate, published_snapshot_is_whole
 
 TMPFS_SIZE = "192m"  # a first sync needs about 60 MB at small scale
 LEFT_FREE = 4 << 20  # what the ballast leaves: less than a snapshot needs

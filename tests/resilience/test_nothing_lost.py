@@ -31,8 +31,8 @@ from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from sandbox.fault_settings import Faults
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for
-from tests.differential import both_keys, compare_all, mirror_requests
-from tests.test_sync_streams import api_over, metadata_by_asset, mutate
+from tests.helpers.api import both_keys, compare_all, mirror_requests
+from tests.helpers.sync import api_over, metadata_by_asset, mutate
 
 # Every 429 costs a whole second of Retry-After, so the module runs on the tiny scale (about
 # 2,000 lead-detail requests rather than small's 15,000) and can afford the full 5 %.

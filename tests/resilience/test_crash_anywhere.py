@@ -51,9 +51,9 @@ from ductwork.settings import HomeSettings
 from ductwork.warehouse_lease import lease_beside
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.differential import both_keys, compare_all, mirror_requests
-from tests.test_cli import ROOT, sync_env
-from tests.test_sync_streams import api_over, mutate
+from tests.helpers.api import both_keys, compare_all, mirror_requests
+from tests.helpers.cli import ROOT, sync_env
+from tests.helpers.sync import api_over, mutate, published_snapshot_is_whole
 
 # The streams with something to resume: the lead cursor walk (a cursor committed with every
 # page) and the digital-asset walk (its progress committed with every page, its bookmark with
@@ -279,17 +279,6 @@ def assert_dead_runs_recovered(trials: SyncTrials) -> None:
     assert set(others.values()) == {dg.DagsterRunStatus.SUCCESS}, others
     assert waiting == set(), f"runs still holding or waiting for pool slots: {waiting}"
     assert claimed == [], claimed
-
-
-def published_snapshot_is_whole(home: Path) -> None:
-    """The current snapshot, if any, opens read-only and carries its completion marker."""
-    found = snapshots.current(HomeSettings(home=home).snapshots_dir)
-    if found is None:
-        return
-    with duckdb.connect(str(found.path), read_only=True) as con:
-        version = con.execute("SELECT version FROM snapshot_info").fetchall()
-        assert version == [(found.version,)]
-        con.execute("SELECT count(*) FROM serving_digital_assets").fetchall()
 
 
 def assets_and_leads_equal_the_upstream(home: Path, upstream: SandboxHandle) -> None:

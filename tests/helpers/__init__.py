@@ -1,0 +1,1 @@
+"""Helpers the tests share: running the CLI, syncing, and reading the read API."""

@@ -1,0 +1,76 @@
+"""Syncing a data folder in this process, changing the upstream, and reading the result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import httpx
+
+from ductwork import snapshots
+from ductwork.keys import KeyStore
+from ductwork.local_server import serving
+from ductwork.settings import HomeSettings
+from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
+from pipelines.jobs import RECONCILE_CONFIG
+from sandbox.server import SandboxHandle
+from serve.app import create_app
+from tests.conftest import UNLIMITED, ObjectStoreServer, ReadApi, resources_for
+
+
+def sync(
+    home: Path, upstream: SandboxHandle, store: ObjectStoreServer, reconcile: bool = False
+) -> dg.ExecuteInProcessResult:
+    """One run of every stream and the publish, as the sync_all (or reconcile_all) job does."""
+    result = dg.materialize(
+        [*SYNCED_AND_PUBLISHED, *ALL_CHECKS],
+        resources=resources_for(home, upstream.url, store),
+        run_config=RECONCILE_CONFIG if reconcile else None,
+    )
+    assert result.success
+    return result
+
+
+def metadata_by_asset(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
+    """Each materialised asset's metadata values."""
+    found = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        values = {key: value.value for key, value in materialization.metadata.items()}
+        found[materialization.asset_key.path[-1]] = values
+    return found
+
+
+@contextmanager
+def api_over(home: Path, key: str | None = None) -> Iterator[ReadApi]:
+    """The read API over a data folder's current snapshot (with a new key unless given one)."""
+    settings = HomeSettings(home=home)
+    key = key or KeyStore(settings.keys_path).create("tests")
+    with serving(create_app(settings, UNLIMITED)) as url:
+        yield ReadApi(url, key, home)
+
+
+def mutate(upstream: SandboxHandle, **counts: int) -> dict:
+    """Change the sandbox's data through its admin API."""
+    answer = httpx.post(
+        f"{upstream.url}/_sandbox/mutate",
+        json=counts,
+        headers={"Authorization": f"Bearer {upstream.api_key}"},
+        timeout=60,
+    )
+    answer.raise_for_status()
+    return answer.json()
+
+
+def published_snapshot_is_whole(home: Path) -> None:
+    """The current snapshot, if any, opens read-only and carries its completion marker."""
+    found = snapshots.current(HomeSettings(home=home).snapshots_dir)
+    if found is None:
+        return
+    with duckdb.connect(str(found.path), read_only=True) as con:
+        version = con.execute("SELECT version FROM snapshot_info").fetchall()
+        assert version == [(found.version,)]
+        con.execute("SELECT count(*) FROM serving_digital_assets").fetchall()
