@@ -3,49 +3,24 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import httpx
 import pytest
 
 from pipelines.definitions import defs
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.browser import rendered_dom, screenshot
-from tests.helpers.cli import ductwork, sync_env
+from tests.helpers.cli import dagster_dev, ductwork, sync_env
 
 ROOT = Path(__file__).parent.parent
 # The UI is a React app that fetches over GraphQL: give it plenty of virtual time.
 WAIT_MS = 40_000
 UI_START_TIMEOUT_S = 240
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_until_answering(url: str, process: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"ductwork dev exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/server_info", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)  # polling for readiness, not timing an outcome
-    raise TimeoutError(f"the Dagster UI did not answer within {timeout_s} s")
 
 
 @dataclass(frozen=True)
@@ -77,24 +52,8 @@ def ui(
     }
     synced = ductwork("sync", "--select", "group:catalog", env=env)
     assert synced.returncode == 0, synced.stderr[-3000:]
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    # Its own session (process group): dagster dev's webserver and code server stop with it.
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "dev", "--port", str(port)],
-        cwd=ROOT, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _wait_until_answering(url, process, UI_START_TIMEOUT_S)
+    with dagster_dev(env, UI_START_TIMEOUT_S) as url:
         yield Ui(url, home)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
 
 
 def test_the_asset_list_shows_every_asset(ui: Ui, tmp_path: Path) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,11 +24,10 @@ from ductwork.contract.paths import INTERNAL_PREFIX
 from ductwork.keys import KeyStore
 from ductwork.local_server import free_socket, serving
 from ductwork.settings import HomeSettings, ServeSettings
-from pipelines.processes import wait_until_answering
 from sandbox.server import SandboxHandle
 from serve.app import create_app
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.helpers.cli import sync_env
+from tests.helpers.cli import dagster_dev, sync_env, sync_holding_the_warehouse
 
 ROOT = Path(__file__).parent.parent
 PIM_IMAGE_SYNC = f"{INTERNAL_PREFIX}/jobs/pim-image-sync"
@@ -58,24 +55,8 @@ def queue(
     the runs a test starts run)."""
     home = tmp_path_factory.mktemp("queue-home")
     env = {**sync_env(home, upstream, object_store, UPSTREAM_KEY), "DUCTWORK_SCHEDULES": "off"}
-    with free_socket() as sock:
-        port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "dev", "--port", str(port)],
-        cwd=ROOT, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_until_answering(f"{url}/server_info", process, START_LIMIT_S)
+    with dagster_dev(env, START_LIMIT_S) as url:
         yield Queue(url, home, env)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
 
 
 def instance_of(home: Path) -> dg.DagsterInstance:
@@ -115,25 +96,12 @@ def test_the_api_trigger_queues_a_run_that_waits_for_a_cli_sync_and_they_never_o
         HomeSettings(home=queue.home),
         ServeSettings(serve_pim_cooldown_s=3600, dagster_url=queue.url),
     )
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "sync"],
-        cwd=ROOT, env=queue.env, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert cli.stdout is not None
-        for line in cli.stdout:
-            if line.startswith("  ok  "):  # the CLI's run holds the warehouse now
-                break
+    with sync_holding_the_warehouse(queue.env) as cli:
         with serving(app) as url:
             headers = {"Authorization": f"Bearer {key}"}
             first = httpx.get(url + PIM_IMAGE_SYNC, headers=headers, timeout=30)
             second = httpx.get(url + PIM_IMAGE_SYNC, headers=headers, timeout=30)
         output = cli.communicate(timeout=RUN_LIMIT_S)[0]
-    finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-            cli.wait()
     assert cli.returncode == 0, output[-3000:]
     assert first.status_code == 200, first.text
     body = first.json()
@@ -172,18 +140,8 @@ def test_the_api_trigger_answers_503_in_its_family_style_when_the_queue_is_down(
 def test_the_daemon_ends_a_killed_sync_and_frees_its_slots_with_no_other_run(
     queue: Queue,
 ) -> None:
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "sync"],
-        cwd=ROOT, env=queue.env, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert cli.stdout is not None
-        for line in cli.stdout:
-            if line.startswith("  ok  "):  # mid-run: the run holds the warehouse
-                break
-    finally:
-        os.killpg(cli.pid, signal.SIGKILL)
+    with sync_holding_the_warehouse(queue.env) as cli:
+        os.killpg(cli.pid, signal.SIGKILL)  # mid-run: the run holds the warehouse
         cli.wait()
     with instance_of(queue.home) as instance:
         killed = next(
