@@ -99,38 +99,42 @@ class DataHome(dg.ConfigurableResource):
 
 
 def resources_for_home(
-    home: Path, upstream_url: str, api_key: str, s3_endpoint_url: str | None, bucket: str
+    home: Path,
+    upstream_url: str | dg.EnvVar,
+    api_key: str | dg.EnvVar,
+    s3: S3Settings,
+    tuning: UpstreamTuning | None = None,
 ) -> dict[str, object]:
-    """Resources for a sync run outside the code location (tests, benchmarks): the given
-    upstream and bucket, and the warehouse and snapshots under ``home``."""
+    """Every resource a run takes: the upstream, the warehouse and snapshots under ``home``,
+    and the bucket. The code location passes its environment's values (secrets as
+    ``dg.EnvVar``); tests and benchmarks pass their own upstream and bucket."""
+    tuning = tuning or UpstreamTuning()
     settings = HomeSettings(home=home)
     return {
-        "upstream": UpstreamResource(base_url=upstream_url, api_key=api_key),
+        "upstream": UpstreamResource(
+            base_url=upstream_url,
+            api_key=api_key,
+            concurrency=tuning.upstream_concurrency,
+            timeout_s=tuning.upstream_timeout_s,
+            max_retries=tuning.upstream_max_retries,
+        ),
         "warehouse": Warehouse(database=str(settings.warehouse_path)),
         "data_home": DataHome(path=str(settings.home)),
-        "object_store": ObjectStore(bucket=bucket, endpoint_url=s3_endpoint_url),
+        "object_store": ObjectStore(
+            bucket=s3.s3_bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
+        ),
     }
 
 
 def default_resources() -> dict[str, object]:
     """Resources for the deployed code location, read from the environment."""
-    home = load(HomeSettings)
-    tuning = load(UpstreamTuning)
-    s3 = load(S3Settings)
-    return {
-        "upstream": UpstreamResource(
-            base_url=dg.EnvVar("DUCTWORK_UPSTREAM_URL"),
-            api_key=dg.EnvVar("DUCTWORK_UPSTREAM_API_KEY"),
-            concurrency=tuning.upstream_concurrency,
-            timeout_s=tuning.upstream_timeout_s,
-            max_retries=tuning.upstream_max_retries,
-        ),
-        "warehouse": Warehouse(database=str(home.warehouse_path)),
-        "data_home": DataHome(path=str(home.home)),
-        "object_store": ObjectStore(
-            bucket=s3.s3_bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
-        ),
-    }
+    return resources_for_home(
+        load(HomeSettings).home,
+        dg.EnvVar("DUCTWORK_UPSTREAM_URL"),
+        dg.EnvVar("DUCTWORK_UPSTREAM_API_KEY"),
+        load(S3Settings),
+        load(UpstreamTuning),
+    )
 
 
 class ObjectStore(dg.ConfigurableResource):

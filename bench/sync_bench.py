@@ -88,9 +88,11 @@ def timed_sync(home: Path, url: str, s3_url: str) -> tuple[float, dict[str, dict
     """One run of every stream; wall seconds and each asset's metadata."""
 
     from assets.resources import resources_for_home
+    from ductwork.settings import S3Settings
     from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 
-    resources = resources_for_home(home, url, KEY, s3_url, BUCKET)
+    s3 = S3Settings(s3_endpoint_url=s3_url, s3_bucket=BUCKET)
+    resources = resources_for_home(home, url, KEY, s3)
     started = time.perf_counter()
     result = dg.materialize([*SYNCED_AND_PUBLISHED, *ALL_CHECKS], resources=resources)
     wall = time.perf_counter() - started

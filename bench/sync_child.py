@@ -25,9 +25,11 @@ def sync_once(home: Path, url: str, api_key: str, s3_url: str) -> dict:
     """Materialise every synced asset and the snapshot, as ``ductwork sync`` does."""
 
     from assets.resources import resources_for_home
+    from ductwork.settings import S3Settings
     from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 
-    resources = resources_for_home(home, url, api_key, s3_url, BUCKET)
+    s3 = S3Settings(s3_endpoint_url=s3_url, s3_bucket=BUCKET)
+    resources = resources_for_home(home, url, api_key, s3)
     started = time.perf_counter()
     result = dg.materialize([*SYNCED_AND_PUBLISHED, *ALL_CHECKS], resources=resources)
     seconds = time.perf_counter() - started

@@ -20,7 +20,7 @@ from assets.resources import ObjectStore, resources_for_home
 from ductwork import snapshots
 from ductwork.keys import KeyStore
 from ductwork.local_server import serving
-from ductwork.settings import HomeSettings, ServeSettings, upstream_environment
+from ductwork.settings import HomeSettings, S3Settings, ServeSettings, upstream_environment
 from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
 from serve.app import create_app
 
@@ -102,7 +102,8 @@ def resources_for(
     home: Path, upstream_url: str, store: ObjectStoreServer, api_key: str = UPSTREAM_KEY
 ) -> dict:
     """The resources a test sync runs with: real upstream, S3 and a DuckDB file under ``home``."""
-    return resources_for_home(home, upstream_url, api_key, store.endpoint_url, store.bucket)
+    s3 = S3Settings(s3_endpoint_url=store.endpoint_url, s3_bucket=store.bucket)
+    return resources_for_home(home, upstream_url, api_key, s3)
 
 
 @pytest.fixture(scope="session")
