@@ -12,13 +12,19 @@ from ductwork.keys import SCOPES, KeyStore
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
 from pipelines.usage import UsageError
 
+# The sandbox (and so the demo) ships with the repository, not with the installed package.
+SANDBOX_MISSING = "ductwork: the sandbox upstream comes with the repository; run from a checkout"
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["sandbox"]:
-        from sandbox.server import main as sandbox_main
-
+        try:
+            from sandbox.server import main as sandbox_main
+        except ModuleNotFoundError:
+            print(SANDBOX_MISSING, file=sys.stderr)
+            return 2
         return sandbox_main(args[1:]) or 0
     parser = _parser()
     options = parser.parse_args(args)
@@ -267,6 +273,11 @@ def _report(options: argparse.Namespace) -> int:
 
 
 def _demo(options: argparse.Namespace) -> int:
+    from importlib.util import find_spec
+
+    if find_spec("sandbox") is None:
+        print(SANDBOX_MISSING, file=sys.stderr)
+        return 2
     from pipelines.demo import run_demo
 
     return run_demo(options)
