@@ -55,14 +55,21 @@ class RunWorker:
         return self.started == 0 or started == self.started
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """When the process started, in clock ticks after boot; None when it does not exist."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name, from the state on (state,
+    ppid, pgrp, session, ...; field n of proc(5) is item n - 3); None when there is no such
+    process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):  # a zombie has finished; only its exit status is left
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks after boot; None when it does not exist."""
+    fields = proc_stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):  # a zombie has finished; only its status is left
         return None
     return int(fields[19])

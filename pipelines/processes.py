@@ -17,6 +17,8 @@ from types import FrameType
 
 import httpx
 
+from ductwork.run_worker import proc_stat
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = PROJECT_ROOT / "workspace.yaml"
 
@@ -227,7 +229,7 @@ class _Process:
     pgrp: int = field(compare=False)
 
     def alive(self) -> bool:
-        stat = _stat(self.pid)
+        stat = proc_stat(self.pid)
         return stat is not None and stat[19] == self.started and stat[0] != "Z"
 
     def send(self, sig: signal.Signals) -> None:
@@ -236,22 +238,13 @@ class _Process:
                 os.kill(self.pid, sig)
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2 :].split()
-
-
 def _members(sessions: set[int]) -> set[_Process]:
     """Every live process in one of ``sessions`` or descending from a session leader; empty
     where there is no /proc (there, killing each session's process group has to do)."""
     table: dict[int, list[str]] = {}
     with suppress(OSError):
         for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
                 table[int(entry.name)] = stat
     chosen = {pid for pid, stat in table.items() if int(stat[3]) in sessions}
     chosen |= sessions & table.keys()

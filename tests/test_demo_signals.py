@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from ductwork.local_server import free_socket
+from ductwork.run_worker import proc_stat
 from pipelines.processes import ProcessGroup, wait_until_answering
 from tests.helpers.cli import ROOT, STARTUP_LIMIT_S, free_ports, read_lines
 
@@ -29,20 +30,11 @@ UI_START_LIMIT_S = 180.0
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
 
 
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command name: state, ppid, pgrp, session, ..."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2 :].split()
-
-
 def process_tree(root: int) -> set[Process]:
     """``root`` and every live process descending from it."""
     table = {}
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
             table[int(entry.name)] = stat
     chosen = {root}
     while more := {pid for pid, stat in table.items() if int(stat[1]) in chosen} - chosen:
@@ -54,7 +46,7 @@ def alive(processes: set[Process]) -> set[Process]:
     """Those of ``processes`` still running (a zombie has stopped running)."""
     left = set()
     for pid, started in processes:
-        stat = _stat(pid)
+        stat = proc_stat(pid)
         if stat is not None and stat[19] == started and stat[0] != "Z":
             left.add((pid, started))
     return left

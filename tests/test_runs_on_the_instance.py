@@ -25,6 +25,7 @@ from typing import IO
 import dagster as dg
 import pytest
 
+from ductwork.run_worker import proc_stat
 from ductwork.warehouse_lease import lease_beside
 from sandbox.server import Faults, SandboxHandle, running_sandbox
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
@@ -202,8 +203,8 @@ def answering_promptly(upstream: SandboxHandle) -> Iterator[None]:
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time the process has used (fields 14 and 15 of its stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    fields = stat[stat.rfind(")") + 2 :].split()  # fields[0] is field 3, the state
+    fields = proc_stat(pid)
+    assert fields is not None, f"process {pid} is gone"
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
