@@ -8,23 +8,14 @@ from __future__ import annotations
 
 import dagster as dg
 
+from ductwork.contract.paths import UNIT_SLUGS
 from ductwork.store.table_docs import table_docs
 
 # The warehouse table each asset writes (the six unit lists share one, told apart by
 # ``unit_type``); the publish's is the table that names each snapshot.
 ASSET_TABLES: dict[str, str] = {
     "catalog_items": "catalog_items",
-    **{
-        name: "units"
-        for name in (
-            "indoor_units",
-            "outdoor_units",
-            "branch_controllers",
-            "branch_boxes",
-            "ventilation",
-            "accessories",
-        )
-    },
+    **{slug.replace("-", "_"): "units" for slug in UNIT_SLUGS},
     "pairings": "pairings",
     "warehouse_digital_assets": "digital_assets",
     "warehouse_submittals": "submittals",

@@ -122,8 +122,8 @@ def run_job(
 
     freeze_what_is_loaded()
 
-    if job_name not in {job.name for job in defs.resolve_all_job_defs()}:
-        names = sorted(job.name for job in defs.resolve_all_job_defs())
+    names = sorted(job.name for job in defs.resolve_all_job_defs())
+    if job_name not in names:
         raise ControlError(f"unknown job {job_name!r}; jobs: {', '.join(names)}")
     job = defs.resolve_job_def(job_name)
     keys = _selected_keys(defs, selection, publish)
