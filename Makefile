@@ -21,7 +21,7 @@ lint: install ## ruff, and the Dagster definitions load
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 
-test-packages: ## Debian's chromium and postgresql, which the tests drive (installed as root)
+test-packages: ## Debian's chromium, postgresql and redis-server, which the tests drive (installed as root)
 	.ci/provision-test-packages
 
 test: lint test-packages ## The whole test suite

@@ -21,7 +21,7 @@ from assets.ingest import (
     run_metadata,
 )
 from assets.resources import UpstreamResource, open_warehouse
-from ductwork.contract.encoding import dumps, format_datetime, parse_datetime
+from ductwork.contract.encoding import dumps, format_datetime, parse_received_datetime
 from ductwork.contract.encoding import quote_sku as quote_segment
 from ductwork.contract.paths import LEADS
 from ductwork.settings import SyncSettings, load
@@ -43,6 +43,8 @@ DETAIL_BATCH = 10_000
 # Lead-list pages are committed this many leads at a time, for the same reason: a medium full
 # sync's lead step took 7.9 s at a page (1,000 leads) a transaction.
 LEADS_PER_COMMIT = 10_000
+# A lead detail as fetched: the id it was requested by, and the answer (None: a 404).
+FetchedDetail = tuple[str, Record | None]
 # A lead-list page held for commit: its leads, and the cursor after it (None: a re-read page,
 # which moves no cursor).
 HeldLeads = tuple[list[Record], Cursor | None]
@@ -81,12 +83,17 @@ def lead_row(lead: Record) -> dict[str, Any]:
     }
 
 
-def detail_row(detail: Record) -> dict[str, Any]:
-    """Typed columns of a lead detail (``found`` False marks a 404 placeholder)."""
+def detail_row(lead_id: str, detail: Record) -> dict[str, Any]:
+    """Typed columns of a lead detail, keyed by ``lead_id``, the id it was requested by.
+
+    The answer's own ``id`` may be missing, or name the lead in another form (Salesforce's
+    18-character id for a 15-character one): the lead list's id is the key that joins the
+    detail to its lead and takes it off the queue.
+    """
     revenue = detail.get("annualRevenue")
     do_not_sell = detail.get("doNotSell")
     return {
-        "id": str(detail["id"]),
+        "id": lead_id,
         "email": text_or_none(detail.get("email")),
         "name": text_or_none(detail.get("name")),
         "company": text_or_none(detail.get("company")),
@@ -199,7 +206,7 @@ async def _sync_leads(
         ahead = await walk_leads(client, into(held, moves_cursor=True), after=start)
     counts = {"pages": ahead.pages, "leads_new_or_resumed": ahead.records, "leads_revisited": 0}
     if start is not None and window_days is not None:
-        since = parse_datetime(start[0]) - timedelta(days=window_days)
+        since = parse_received_datetime(start[0]) - timedelta(days=window_days)
         async with pages_held() as held:
             window = await walk_leads(
                 client,
@@ -252,29 +259,35 @@ def crm_leads(
     )
 
 
-async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[Record]:
-    """Fetch lead details concurrently (the client bounds requests in flight)."""
+async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[FetchedDetail]:
+    """Fetch lead details concurrently (the client bounds requests in flight), each paired
+    with the id it was requested by."""
 
-    async def one(lead_id: str) -> Record:
+    async def one(lead_id: str) -> FetchedDetail:
         answer = await client.get(
             f"{LEADS}/{quote_segment(lead_id)}", accept=frozenset({200, 404}), parse_json=True
         )
-        if answer.status == 404:
-            return {"id": lead_id, "__missing__": True}
-        return answer.json()
+        return (lead_id, None if answer.status == 404 else answer.json())
 
     return list(await asyncio.gather(*(one(lead_id) for lead_id in ids)))
 
 
 def _store_details(
-    con: duckdb.DuckDBPyConnection, details: list[Record], drift: DriftTally
+    con: duckdb.DuckDBPyConnection, details: list[FetchedDetail], drift: DriftTally
 ) -> None:
-    """Upsert details, version their history and take them off the queue, in one transaction."""
-    found = [d for d in details if not d.get("__missing__")]
-    drift.count(found)
-    table = rows_table(found, detail_row, DETAIL_SCHEMA)
-    missing = [d["id"] for d in details if d.get("__missing__")]
+    """Upsert details under the ids they were requested by, version their history and take
+    them off the queue, in one transaction."""
+    found = [(lead_id, detail) for lead_id, detail in details if detail is not None]
+    drift.count([detail for _, detail in found])
     now = datetime.now(UTC)
+    table = pa.Table.from_pylist(
+        [
+            {**detail_row(lead_id, detail), "record": dumps(detail).decode(), "synced_at": now}
+            for lead_id, detail in found
+        ],
+        schema=DETAIL_SCHEMA,
+    )
+    missing = [lead_id for lead_id, detail in details if detail is None]
     placeholders = pa.Table.from_pylist(
         [{"id": i, "found": False, "synced_at": now} for i in missing],
         schema=pa.schema([("id", pa.string()), ("found", pa.bool_()), ("synced_at", TS)]),
@@ -286,7 +299,7 @@ def _store_details(
                 con.register("incoming_rows", batch)
                 con.execute(read_sql("lead_details_upsert"))
                 con.unregister("incoming_rows")
-        ids = pa.table({"id": pa.array([str(d["id"]) for d in details], pa.string())})
+        ids = pa.table({"id": pa.array([lead_id for lead_id, _ in details], pa.string())})
         con.register("incoming_rows", ids)
         con.execute(read_sql("lead_history_apply"))
         con.unregister("incoming_rows")

@@ -29,6 +29,7 @@ from ductwork.upstream.digital_asset_walk import (
     page_walk,
 )
 from ductwork.upstream.schema_drift import DIGITAL_ASSET_RECORD, DriftTally
+from ductwork.upstream.timestamps import canonical_or_received
 from warehouse_sql import read_sql
 
 # The upstream family's group, under the name already stored in run history.
@@ -159,7 +160,7 @@ def _walk_last_key(con: duckdb.DuckDBPyConnection, start: Key | None) -> Key | N
     rows = con.execute(read_sql("digital_asset_walk_last")).fetchall()
     if not rows:
         return None
-    last = (str(rows[0][0]), str(rows[0][1]))
+    last = (canonical_or_received(rows[0][0]), str(rows[0][1]))
     return last if start is None or last > start else None
 
 

@@ -12,7 +12,7 @@ import dagster as dg
 
 from assets.interrupts import stops_on_interrupt
 from assets.resources import UpstreamResource
-from ductwork.contract.encoding import parse_datetime
+from ductwork.contract.encoding import parse_received_datetime
 from ductwork.upstream.client import RequestStats, UpstreamAuthError, UpstreamClient
 
 T = TypeVar("T")
@@ -108,7 +108,7 @@ def run_metadata(fetched: Fetched[object], rows: int, **extra: float | int | str
 def epoch_seconds(text: str | None) -> float:
     """A watermark as seconds since the epoch, so the UI can plot it; 0.0 when unreadable."""
     try:
-        return parse_datetime(text).timestamp() if text else 0.0
+        return parse_received_datetime(text).timestamp() if text else 0.0
     except ValueError:
         return 0.0
 

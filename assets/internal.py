@@ -1,11 +1,9 @@
-"""Internal family assets: contractors, indoor models, the manuals listing, product images."""
+"""Internal family assets: contractors, indoor models, the manuals listing (the product
+images are in ``assets.product_images``)."""
 
-import asyncio
-import hashlib
 import itertools
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import dagster as dg
 import pyarrow as pa
@@ -16,7 +14,7 @@ from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.resources import ObjectStore, UpstreamResource, open_warehouse
 from ductwork.contract.encoding import dumps, loads
 from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
-from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS, PIM_IMAGE_SYNC, UNIT_SLUGS
+from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS
 from ductwork.store.loading import (
     Held,
     ListContent,
@@ -28,7 +26,6 @@ from ductwork.store.loading import (
     text_or_none,
     timestamp_or_none,
 )
-from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.list_reader import bodies_digest
 from ductwork.upstream.schema_drift import CONTRACTOR_RECORD, INDOOR_MODEL_RECORD
 
@@ -254,98 +251,6 @@ def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg
             replace_rows(con, Replacement("manuals", table))
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(listed), "head_requests": heads, "unchanged": unchanged}
-    )
-
-
-IMAGE_SCHEMA = pa.schema(
-    [("source_url", pa.string()), ("sku", pa.string()), ("kind", pa.string()),
-     ("object_key", pa.string()), ("md5", pa.string()), ("size_bytes", pa.int64()),
-     ("status", pa.string()), ("error", pa.string()), ("synced_at", TS)]
-)  # fmt: skip
-
-
-def image_key(sku: str, url: str) -> str:
-    """``images/<sku>/<file name of the URL>``."""
-    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or "image"
-    return f"images/{sku}/{name}"
-
-
-async def _mirror_images(
-    client: UpstreamClient,
-    store: ObjectStore,
-    images: list[tuple[str, str, str | None]],
-    known_md5: dict[str, str],
-) -> list[dict[str, Any]]:
-    """Download every image; upload only those whose content changed."""
-    s3 = store.client()
-
-    async def one(sku: str, url: str, kind: str | None) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "source_url": url, "sku": sku, "kind": kind, "object_key": image_key(sku, url),
-            "md5": None, "size_bytes": None, "error": None, "synced_at": datetime.now(UTC),
-        }  # fmt: skip
-        try:
-            # Image hosts are not the upstream: never send them the API key.
-            body = (await client.get(url, auth=False)).body
-        except Exception as exc:  # one bad image must not stop the others
-            return {**row, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]}
-        digest = hashlib.md5(body, usedforsecurity=False).hexdigest()
-        row.update(md5=digest, size_bytes=len(body))
-        if known_md5.get(url) == digest:
-            return {**row, "status": "unchanged"}
-        await asyncio.to_thread(
-            s3.put_object, Bucket=store.bucket, Key=row["object_key"], Body=body
-        )
-        return {**row, "status": "uploaded"}
-
-    return list(await asyncio.gather(*(one(*image) for image in images)))
-
-
-@ingest_asset(
-    group=GROUP,
-    kinds={"api", "s3", "duckdb"},
-    deps=[slug.replace("-", "_") for slug in UNIT_SLUGS],
-    description=(
-        "pim-image-sync: starts the upstream's job (waiting out its 429 cooldown), then copies "
-        "every product image into the bucket under images/<sku>/, skipping unchanged content."
-    ),
-)
-def product_images(
-    context: dg.AssetExecutionContext,
-    upstream: UpstreamResource,
-    object_store: ObjectStore,
-    warehouse: DuckDBResource,
-) -> dg.MaterializeResult:
-    """Run the image sync and record what it did in ``product_images``."""
-    with open_warehouse(warehouse) as con:
-        images = con.execute(
-            "SELECT DISTINCT u.sku, img ->> 'url', img ->> 'kind' "
-            "FROM units AS u, unnest(CAST(u.record -> 'images' AS JSON[])) AS t(img) "
-            "WHERE img ->> 'url' IS NOT NULL ORDER BY 1, 2"
-        ).fetchall()
-        known = dict(con.execute(
-            "SELECT source_url, md5 FROM product_images WHERE status <> 'failed'"
-        ).fetchall())  # fmt: skip
-        context.log.info("mirroring %d product images", len(images))
-
-        async def run(client: UpstreamClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            job = await client.get_json(PIM_IMAGE_SYNC)
-            return job, await _mirror_images(client, object_store, images, known)
-
-        fetched = fetch(upstream, run)
-        job, rows = fetched.value
-        table = pa.Table.from_pylist(rows, schema=IMAGE_SCHEMA)
-        replace_rows(con, Replacement("product_images", table))
-    statuses = [row["status"] for row in rows]
-    return dg.MaterializeResult(
-        metadata=run_metadata(
-            fetched,
-            len(rows),
-            uploaded=statuses.count("uploaded"),
-            unchanged=statuses.count("unchanged"),
-            failed=statuses.count("failed"),
-            upstream_job_id=str(job.get("jobId", "")),
-        )
     )
 
 

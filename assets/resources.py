@@ -15,10 +15,12 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
 from assets.warehouse_admission import hold_warehouse, note_stop_signal
+from ductwork import file_modes
 from ductwork.contract.manuals import object_url
-from ductwork.settings import HomeSettings, S3Settings, UpstreamTuning, load
+from ductwork.settings import HomeSettings, ImageSettings, S3Settings, UpstreamTuning, load
 from ductwork.store.loading import prepare_connection
 from ductwork.upstream.client import RetryRules, UpstreamClient
+from ductwork.upstream.image_fetch import ImagePolicy
 
 _TUNING = UpstreamTuning.model_fields
 
@@ -64,8 +66,11 @@ class Warehouse(DuckDBResource):
     _held: ExitStack | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # DuckDB creates the file but not its folder.
-        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        # DuckDB creates the file but not its folder. The folder (the data folder) is brought
+        # to the file-mode rule as every run starts, so that a folder an earlier release left
+        # readable is tightened wherever runs start, the daemon's included.
+        modes = file_modes.current()
+        file_modes.tighten_home(modes.make_private_dir(Path(self.database).parent), modes)
         held = ExitStack()
         run = context.run
         if context.instance is not None and run is not None:
@@ -104,9 +109,10 @@ def resources_for_home(
     api_key: str | dg.EnvVar,
     s3: S3Settings,
     tuning: UpstreamTuning | None = None,
+    images: ImageSettings | None = None,
 ) -> dict[str, object]:
     """Every resource a run takes: the upstream, the warehouse and snapshots under ``home``,
-    and the bucket. The code location passes its environment's values (secrets as
+    the bucket and the image hosts. The code location passes its environment's values (secrets as
     ``dg.EnvVar``); tests and benchmarks pass their own upstream and bucket."""
     tuning = tuning or UpstreamTuning()
     settings = HomeSettings(home=home)
@@ -123,18 +129,47 @@ def resources_for_home(
         "object_store": ObjectStore(
             bucket=s3.s3_bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
         ),
+        "image_sources": ImageSources.of(images or ImageSettings()),
     }
 
 
 def default_resources() -> dict[str, object]:
-    """Resources for the deployed code location, read from the environment."""
+    """Resources for the deployed code location, read from the environment.
+
+    Also sets the process's file-creation mask (``DUCTWORK_FILE_GROUP``): the code servers
+    and the run processes they start write the data folder, DuckDB's and SQLite's files
+    included, however the Dagster processes that load this code location were started.
+    """
+    file_modes.current().apply_umask()
     return resources_for_home(
         load(HomeSettings).home,
         dg.EnvVar("DUCTWORK_UPSTREAM_URL"),
         dg.EnvVar("DUCTWORK_UPSTREAM_API_KEY"),
         load(S3Settings),
         load(UpstreamTuning),
+        load(ImageSettings),
     )
+
+
+class ImageSources(dg.ConfigurableResource):
+    """The hosts product images are downloaded from (``DUCTWORK_IMAGE_*``)."""
+
+    hosts: str | None = Field(
+        default=None, description="DUCTWORK_IMAGE_HOSTS; unset: the upstream's own host."
+    )
+    max_bytes: int = Field(
+        default=ImageSettings.model_fields["image_max_bytes"].default,
+        description="DUCTWORK_IMAGE_MAX_BYTES.",
+    )
+
+    @classmethod
+    def of(cls, settings: ImageSettings) -> ImageSources:
+        """The resource for these settings."""
+        return cls(hosts=settings.image_hosts, max_bytes=settings.image_max_bytes)
+
+    def policy(self, upstream_url: str) -> ImagePolicy:
+        """The download policy for images of the upstream at ``upstream_url``."""
+        return ImagePolicy.for_upstream(upstream_url, self.hosts, self.max_bytes)
 
 
 class ObjectStore(dg.ConfigurableResource):

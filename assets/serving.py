@@ -13,6 +13,8 @@ from assets.internal import INTERNAL_ASSETS
 from assets.resources import DataHome, open_warehouse
 from assets.submittals import warehouse_submittals
 from ductwork import snapshots
+from ductwork.settings import S3Settings, SnapshotStoreSettings, load
+from ductwork.snapshot_store import SnapshotStore, StorePublication
 
 SYNCED_ASSETS: list[dg.AssetsDefinition] = [
     *CATALOG_ASSETS,
@@ -35,7 +37,9 @@ SYNCED_KEYS: list[dg.AssetKey] = [spec.key for asset in SYNCED_ASSETS for spec i
     description=(
         "An immutable copy of the warehouse that the read API and analysts open read-only; "
         "published atomically, so readers never see a half-finished sync. A run that changed "
-        "nothing copies nothing: the current snapshot is confirmed instead."
+        "nothing copies nothing: the current snapshot is confirmed instead. With "
+        "DUCTWORK_SNAPSHOT_STORE set, the snapshot is then uploaded there (file first, pointer "
+        "last) for the read API's replicas."
     ),
 )
 def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.MaterializeResult:
@@ -45,14 +49,28 @@ def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.Mater
         published = snapshots.publish(con, data_home.snapshots_dir)
     removed = snapshots.prune(data_home.snapshots_dir)
     snapshot = published.snapshot
-    return dg.MaterializeResult(
-        metadata={
-            "version": snapshot.version,
-            "path": dg.MetadataValue.path(str(snapshot.path)),
-            "size_bytes": snapshot.path.stat().st_size,
-            "new_copy": published.copied,
-            # False when the warehouse file was untouched since the last publish stamped it.
-            "fingerprinted": published.fingerprinted,
-            "pruned": len(removed),
-        }
-    )
+    stored = _publish_to_store(snapshot)
+    metadata: dict[str, object] = {
+        "version": snapshot.version,
+        "path": dg.MetadataValue.path(str(snapshot.path)),
+        "size_bytes": snapshot.path.stat().st_size,
+        "new_copy": published.copied,
+        # False when the warehouse file was untouched since the last publish stamped it.
+        "fingerprinted": published.fingerprinted,
+        "pruned": len(removed),
+    }
+    if stored is not None:
+        metadata["store_key"] = stored.key
+        # False when the store already held the file: only its pointer was rewritten.
+        metadata["store_uploaded"] = stored.uploaded
+        metadata["store_pruned"] = len(stored.pruned)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def _publish_to_store(snapshot: snapshots.Snapshot) -> StorePublication | None:
+    """Upload the snapshot (unless already there) and point the store at it, when
+    ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
+    url = load(SnapshotStoreSettings).snapshot_store
+    if url is None:
+        return None
+    return SnapshotStore.connect(url, load(S3Settings)).publish(snapshot)

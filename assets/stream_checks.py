@@ -7,6 +7,7 @@ the Dagster instance; the verdicts themselves are plain functions of that metada
 import dagster as dg
 
 from assets.checks import AssetRule, CheckRule, Metadata
+from ductwork.upstream.timestamps import canonical_or_received
 
 # A table may lose at most this fraction of its rows in one run, unless the run reconciles.
 SHRINK_LIMIT = 0.2
@@ -34,7 +35,10 @@ def shrink_verdict(current: Metadata | None, previous: Metadata | None) -> dg.As
 def lead_cursor(metadata: Metadata | None) -> tuple[str, str] | None:
     """The (CreatedDate, Id) cursor a lead run recorded, if any."""
     created = (metadata or {}).get("cursor_created_date") or ""
-    return (str(created), str((metadata or {}).get("cursor_id") or "")) if created else None
+    if not created:
+        return None
+    # Runs of earlier releases recorded the date as received; compare instants, not spellings.
+    return (canonical_or_received(created), str((metadata or {}).get("cursor_id") or ""))
 
 
 def cursor_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:

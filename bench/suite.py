@@ -343,7 +343,7 @@ class Suite:
         from ductwork.settings import HomeSettings
 
         settings = HomeSettings(home=home)
-        key = KeyStore(settings.keys_path).create("bench")
+        key = KeyStore(settings.keys_path).create("bench", ["all"])
         snap = snapshots.current(settings.snapshots_dir)
         assert snap is not None
         with duckdb.connect(str(snap.path), read_only=True) as con:

@@ -6,8 +6,10 @@ required setting is reported in one line that names the variable.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,11 +32,22 @@ class HomeSettings(_Base):
         default=Path(".ductwork"),
         description="Data folder: warehouse DuckDB, snapshots, API keys and the Dagster home.",
     )
+    api_keys_file: Path | None = Field(
+        default=None,
+        description="The read API's key file; unset means `$DUCTWORK_HOME/api-keys.json`.",
+    )
 
     @field_validator("home")
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    @field_validator("api_keys_file")
+    @classmethod
+    def _absolute_file(cls, value: Path | None) -> Path | None:
+        # Not resolved: a mounted Kubernetes Secret is a symlink into a folder that is
+        # replaced when the Secret changes; the key file is re-read through the link.
+        return None if value is None else value.expanduser().absolute()
 
     @property
     def warehouse_path(self) -> Path:
@@ -53,8 +66,8 @@ class HomeSettings(_Base):
 
     @property
     def keys_path(self) -> Path:
-        """Hashes of the read API's keys."""
-        return self.home / "api-keys.json"
+        """Hashes of the read API's keys (``DUCTWORK_API_KEYS_FILE``, or under the home)."""
+        return self.api_keys_file or self.home / "api-keys.json"
 
 
 class UpstreamSettings(_Base):
@@ -113,8 +126,19 @@ class RunSettings(_Base):
 class AlertSettings(_Base):
     """Where failed runs are reported."""
 
-    alert_webhook_url: str | None = Field(
+    # Secret: chat and pager webhooks carry their token in the URL.
+    alert_webhook_url: SecretStr | None = Field(
         default=None, description="POSTed a short JSON message for every failed run (optional)."
+    )
+
+
+class FileSettings(_Base):
+    """Who may read the data folder besides its owner."""
+
+    file_group: str | None = Field(
+        default=None,
+        description="Group (name or gid) that may read the data folder: files 0640, folders "
+        "2750; unset means files 0600, folders 0700.",
     )
 
 
@@ -128,6 +152,45 @@ class S3Settings(_Base):
     s3_region: str = Field(default="us-east-1", description="Region name given to boto3.")
 
 
+class ImageSettings(_Base):
+    """Where the image sync may download product images from, and how large they may be."""
+
+    image_hosts: str | None = Field(
+        default=None,
+        description="Hosts images are downloaded from, comma-separated `host` or `host:port`; "
+        "unset means the upstream's own host. Only listed hosts may resolve to private, "
+        "loopback or link-local addresses.",
+    )
+    image_max_bytes: int = Field(
+        default=10_485_760, ge=1, description="Largest image downloaded, bytes; larger is refused."
+    )
+
+    @field_validator("image_hosts")
+    @classmethod
+    def _hosts(cls, value: str | None) -> str | None:
+        from ductwork.upstream.image_fetch import parse_hosts
+
+        if value is not None:
+            parse_hosts(value)  # ValueError names the entry that is not host or host:port
+        return value
+
+
+class SnapshotStoreSettings(_Base):
+    """Snapshots shared through an object store: the publisher uploads, replicas download."""
+
+    snapshot_store: str | None = Field(
+        default=None,
+        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+        description="`s3://BUCKET/PREFIX`: publish snapshots there, and serve from there.",
+    )
+    snapshot_poll_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="Seconds between a replica's checks for a new snapshot (at most 300).",
+    )
+
+
 class ServeSettings(_Base):
     """The read API."""
 
@@ -138,10 +201,26 @@ class ServeSettings(_Base):
         default=5, ge=1, description="Key-less indoor-models calls per client address per second."
     )
     serve_key_requests_per_second: int = Field(
-        default=1000, ge=1, description="Calls per API key per second, in each worker process."
+        default=1000,
+        ge=1,
+        description="Calls per API key per second (per process unless counted in Redis).",
+    )
+    rate_limit_url: str | None = Field(
+        default=None,
+        pattern=r"^rediss?://",
+        description="`redis://HOST:PORT/DB`: count rate limits there, across workers and replicas.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Proxy addresses or networks (JSON list) whose `X-Forwarded-For` is believed.",
     )
     serve_cors_origins: list[str] = Field(
         default_factory=list, description="Origins allowed by CORS (JSON list); none by default."
+    )
+    serve_public_docs: bool = Field(
+        default=False,
+        description="`1` serves /metrics, /docs, /redoc and /openapi.json to anyone; otherwise "
+        "only to a key with the `ops` scope.",
     )
     serve_pim_cooldown_s: float = Field(
         default=300.0, ge=0, description="Seconds before another pim-image-sync may start."
@@ -160,6 +239,16 @@ class ServeSettings(_Base):
         pattern=r"^(critical|error|warning|info|debug)$",
         description="Log level of `ductwork serve`; `info` writes the JSON access log.",
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network") from None
+        return value
 
 
 _S = TypeVar("_S", bound=BaseSettings)
@@ -182,12 +271,14 @@ def upstream_environment(
     upstream_url: str, api_key: str, s3_endpoint_url: str, bucket: str
 ) -> dict[str, str]:
     """The variables that point the sync at an upstream and an object store, for a process
-    started with them (the demo, tests, benchmarks)."""
+    started with them (the demo, tests, benchmarks). The upstream's host:port is listed as an
+    image host: these upstreams serve their images themselves, on loopback."""
     return {
         f"{PREFIX}UPSTREAM_URL": upstream_url,
         f"{PREFIX}UPSTREAM_API_KEY": api_key,
         f"{PREFIX}S3_ENDPOINT_URL": s3_endpoint_url,
         f"{PREFIX}S3_BUCKET": bucket,
+        f"{PREFIX}IMAGE_HOSTS": urlsplit(upstream_url).netloc,
     }
 
 
@@ -198,6 +289,9 @@ ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     SyncSettings,
     RunSettings,
     AlertSettings,
+    FileSettings,
     S3Settings,
+    ImageSettings,
+    SnapshotStoreSettings,
     ServeSettings,
 )

@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import duckdb
 
+from ductwork import file_modes
 from warehouse_sql import NUMBERED_LISTS, quote_identifier, read_sql, snapshot_sql
 
 POINTER = "CURRENT"
@@ -186,7 +187,7 @@ def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
 def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Publication:
     """Copy the warehouse into a new snapshot file and make it current, unless the current
     snapshot already holds the same content (then only the pointer is rewritten)."""
-    snapshots_dir.mkdir(parents=True, exist_ok=True)
+    file_modes.current().make_private_dir(snapshots_dir)
     # What publishing adds (serving tables, comments, views) is part of a snapshot too: a new
     # release of that SQL must publish anew even when the data has not changed.
     publishing_sql = snapshot_sql() + read_sql("snapshot_info") + read_sql("snapshot_info_comments")
@@ -264,7 +265,8 @@ def _publishing(snapshots_dir: Path) -> Iterator[None]:
     The system drops it when the process dies, however it dies, so ``prune`` can tell the
     staging copy of a publish that was killed (nobody holds the lock) from one being written.
     """
-    fd = os.open(snapshots_dir / PUBLISH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    mode = file_modes.current().file_mode
+    fd = os.open(snapshots_dir / PUBLISH_LOCK, os.O_RDWR | os.O_CREAT, mode)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         yield
@@ -309,6 +311,7 @@ def _copy_into(
             "another writer may be running: publish again once it has finished"
         )
     shutil.copyfile(database.path, staging)
+    file_modes.current().secure(staging)  # a copy takes the mask's mode, not the source's
     warehouse.execute("ATTACH ? AS snapshot_target", [str(staging)])
     try:
         rows_before = _row_id_extents(warehouse, "snapshot_target")
@@ -370,6 +373,36 @@ def confirmed_at(snapshots_dir: Path) -> float | None:
         return (snapshots_dir / POINTER).stat().st_mtime
     except FileNotFoundError:
         return None
+
+
+def confirm(snapshots_dir: Path, at: float) -> None:
+    """Date the pointer ``at`` (epoch seconds): when the current snapshot was last confirmed
+    where it was published (a replica copies the object store's date)."""
+    with suppress(FileNotFoundError):
+        os.utime(snapshots_dir / POINTER, (at, at))
+
+
+def adopt(
+    snapshots_dir: Path, name: str, fill: Callable[[Path], None], published_at: float
+) -> Snapshot:
+    """Make a snapshot published elsewhere current here: ``fill`` writes the whole file (a
+    download) into a staging path, which then becomes ``name``, dated ``published_at``, and
+    the pointer names it, as a publish does. A file already here under ``name`` is kept."""
+    final = snapshots_dir / name
+    staging = snapshots_dir / f"{STAGING_PREFIX}{name[len(PREFIX) :]}"
+    with _publishing(snapshots_dir):
+        if not final.exists():
+            try:
+                fill(staging)
+                file_modes.current().secure(staging)  # a download takes the mask's mode
+                _fsync(staging)
+                os.utime(staging, (published_at, published_at))
+            except BaseException:
+                _remove_staging(staging)
+                raise
+            os.replace(staging, final)
+        _write_atomically(snapshots_dir / POINTER, name)
+    return Snapshot(name[len(PREFIX) : -len(SUFFIX)], final)
 
 
 def current(snapshots_dir: Path) -> Snapshot | None:
@@ -448,14 +481,17 @@ def in_use(path: Path) -> bool:
     return False
 
 
-def open_current(snapshots_dir: Path) -> tuple[Snapshot, duckdb.DuckDBPyConnection]:
-    """Open the current snapshot read-only; raise FileNotFoundError before the first publish."""
+def open_current(
+    snapshots_dir: Path, config: dict[str, object] | None = None
+) -> tuple[Snapshot, duckdb.DuckDBPyConnection]:
+    """Open the current snapshot read-only, with DuckDB ``config`` settings applied as it opens
+    (such as a sandbox's); raise FileNotFoundError before the first publish."""
     snap = current(snapshots_dir)
     if snap is None:
         raise FileNotFoundError(
             f"no published snapshot under {snapshots_dir}: run a sync first (ductwork sync)"
         )
-    return snap, duckdb.connect(str(snap.path), read_only=True)
+    return snap, duckdb.connect(str(snap.path), read_only=True, config=config or {})
 
 
 def _fsync(path: Path) -> None:
@@ -468,9 +504,6 @@ def _fsync(path: Path) -> None:
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    file_modes.current().write_private(tmp, text.encode("utf-8"))
     os.replace(tmp, path)
     _fsync(path.parent)

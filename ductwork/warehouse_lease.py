@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from ductwork import file_modes
+
 POLL_S = 0.5  # how often a waiting run retries the lock; a waiter sleeps in between
 REPORT_EVERY_S = 10.0
 
@@ -60,8 +62,7 @@ class WarehouseLease:
 
     def try_acquire(self, run_id: str) -> bool:
         """Take the lease if no other process holds it; True when taken."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the lease)
+        handle = _open_private(self.path)  # held for the lease
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -127,13 +128,20 @@ class WarehouseLease:
 
     def is_free(self) -> bool:
         """Whether no process holds the lease now (taken and let go at once to find out)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+", encoding="utf-8") as handle:
+        with _open_private(self.path) as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
         return True
+
+
+def _open_private(path: Path) -> IO[str]:
+    """The lease file, created with the data folder's file mode when missing."""
+    modes = file_modes.current()
+    modes.make_private_dir(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, modes.file_mode)
+    return open(fd, "a+", encoding="utf-8")
 
 
 def lease_beside(database: Path) -> WarehouseLease:

@@ -8,12 +8,22 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ductwork.keys import SCOPES, KeyStore
-from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
+from ductwork import file_modes
+from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, KeyStore
+from ductwork.settings import (
+    HomeSettings,
+    ServeSettings,
+    SettingsError,
+    SnapshotStoreSettings,
+    load,
+)
 from pipelines.usage import UsageError
 
 # The sandbox (and so the demo) ships with the repository, not with the installed package.
 SANDBOX_MISSING = "ductwork: the sandbox upstream comes with the repository; run from a checkout"
+# The commands that write the data folder (directly or through the Dagster processes they
+# start): each first brings the folder to the file-mode rule.
+WRITES_DATA_FOLDER = {"sync", "run-job", "dev", "demo"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        # Whatever a command creates (DuckDB, SQLite and Dagster files included) is private.
+        file_modes.current().apply_umask()
+        if options.command in WRITES_DATA_FOLDER:
+            file_modes.secure_home(load(HomeSettings).home)
         return options.run(options)
     except (SettingsError, UsageError) as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
@@ -100,7 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     create = keys_sub.add_parser("create", help="Issue a key; prints it as the last line.")
     create.add_argument("name")
     create.add_argument(
-        "--scope", action="append", choices=SCOPES, help="Repeatable; default: all scopes."
+        "--scope",
+        action="append",
+        choices=[*GRANTABLE_SCOPES, ALL_SCOPES],
+        help="Required, repeatable; all: the four data scopes (ops only when named).",
     )
     create.set_defaults(run=_keys_create)
     keys_sub.add_parser("list", help="List keys (names, scopes, state).").set_defaults(
@@ -187,6 +204,7 @@ def _serve(options: argparse.Namespace) -> int:
 
     settings = load(ServeSettings)
     load(HomeSettings)
+    load(SnapshotStoreSettings)  # a malformed store URL stops here, in one line
     workers = options.workers or settings.serve_workers
     metrics_dir = None
     if workers > 1:
@@ -214,6 +232,9 @@ def _serve(options: argparse.Namespace) -> int:
             log_config=serve_logging_config(settings.log_level),
             log_level=settings.log_level,
             access_log=False,  # the app's JSON access log replaces uvicorn's
+            # The app believes X-Forwarded-For from DUCTWORK_TRUSTED_PROXIES only; uvicorn's own
+            # handling would believe it from any loopback peer.
+            proxy_headers=False,
         )
     finally:
         if metrics_dir is not None:
@@ -226,6 +247,10 @@ def _key_store() -> KeyStore:
 
 
 def _keys_create(options: argparse.Namespace) -> int:
+    if not options.scope:
+        scopes = "|".join([*GRANTABLE_SCOPES, ALL_SCOPES])
+        print(f"ductwork: keys create needs at least one --scope {scopes}", file=sys.stderr)
+        return 2
     key = _key_store().create(options.name, options.scope)
     print(f"Created key {options.name!r}; it is shown once and stored only as a hash:")
     print(key)

@@ -10,7 +10,8 @@ from assets.catalog import CATALOG_CHECKS, CATALOG_KEYS
 from assets.checks import grouped_checks
 from assets.crm import CRM_CHECKS, crm_lead_details, crm_leads
 from assets.digital_assets import DIGITAL_ASSET_CHECKS, warehouse_digital_assets
-from assets.internal import INTERNAL_ASSETS, INTERNAL_CHECKS, product_images
+from assets.internal import INTERNAL_ASSETS, INTERNAL_CHECKS
+from assets.product_images import product_images
 from assets.resources import default_resources
 from assets.serving import SYNCED_ASSETS, SYNCED_KEYS, serving_snapshot
 from assets.stream_checks import (

@@ -80,7 +80,7 @@ def run_demo(options: argparse.Namespace) -> int:
             print("[demo] the sync failed; see the run above", file=sys.stderr)
             return 1
 
-        key = KeyStore(home.keys_path).create("demo")
+        key = KeyStore(home.keys_path).create("demo", ["all"])
         api = group.start(_ductwork("serve", "--host", HOST, "--port", str(options.api_port)), env)
         wait_until_answering(api_url + paths.PRODUCTS_LIST, api)
         ui_url = None

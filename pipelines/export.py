@@ -1,5 +1,10 @@
 """``ductwork export``: every table and view of the current snapshot as Parquet, with a
-manifest, into a folder or an S3 prefix (for BI tools and other engines)."""
+manifest, into a folder or an S3 prefix (for BI tools and other engines).
+
+An export holds the same PII as the snapshot, so its files and the folders it creates follow
+the data folder's rule (``ductwork.file_modes``); a target folder that already existed keeps
+its own mode.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import duckdb
 import pyarrow.parquet as pq
@@ -17,8 +21,10 @@ from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
 from assets.resources import ObjectStore
-from ductwork import snapshots
+from ductwork import file_modes
 from ductwork.settings import S3Settings, load
+from ductwork.snapshot_store import StoreLocation
+from pipelines.analyst_sql import open_sandboxed
 from pipelines.snapshot_catalog import Relation, describe
 from warehouse_sql import quote_identifier
 
@@ -29,10 +35,11 @@ BATCH_ROWS = 100_000
 
 def export_relation(con: duckdb.DuckDBPyConnection, relation: Relation, folder: Path) -> None:
     """Stream one table or view into ``folder/<name>/data.parquet``."""
-    target = folder / relation.name
-    target.mkdir(parents=True, exist_ok=True)
+    modes = file_modes.current()
+    target = modes.make_private_dir(folder / relation.name)
     reader = con.sql(f"SELECT * FROM {quote_identifier(relation.name)}").to_arrow_reader(BATCH_ROWS)
     with pq.ParquetWriter(target / DATA_FILE, reader.schema, compression="zstd") as writer:
+        modes.secure(target / DATA_FILE)
         for batch in reader:
             writer.write_batch(batch)
 
@@ -60,13 +67,15 @@ def manifest(relations: list[Relation], version: str) -> dict[str, Any]:
 
 def export_snapshot(snapshots_dir: Path, folder: Path) -> dict[str, Any]:
     """Write the current snapshot's tables and views under ``folder``; returns the manifest."""
-    snap, con = snapshots.open_current(snapshots_dir)
+    snap, con = open_sandboxed(snapshots_dir)
     with con:
+        modes = file_modes.current()
+        modes.make_private_dir(folder)
         relations = describe(con)
         for relation in relations:
             export_relation(con, relation, folder)
     content = manifest(relations, snap.version)
-    (folder / MANIFEST).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    modes.write_private(folder / MANIFEST, (json.dumps(content, indent=2) + "\n").encode())
     return content
 
 
@@ -81,26 +90,18 @@ def upload_folder(store: ObjectStore, folder: Path, prefix: str) -> int:
     return len(files) + 1
 
 
-def parse_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/prefix`` as (bucket, prefix without slashes at either end)."""
-    parts = urlsplit(url)
-    if parts.scheme != "s3" or not parts.netloc:
-        raise ValueError(f"not an s3://bucket/prefix URL: {url!r}")
-    return parts.netloc, parts.path.strip("/")
-
-
 def run_export(target: str, snapshots_dir: Path) -> int:
     """``ductwork export --to DIR|s3://bucket/prefix``; returns the exit code."""
     try:
         if target.startswith("s3://"):
-            bucket, prefix = parse_s3_url(target)
+            location = StoreLocation.parse(target)
             s3 = load(S3Settings)
             store = ObjectStore(
-                bucket=bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
+                bucket=location.bucket, endpoint_url=s3.s3_endpoint_url, region_name=s3.s3_region
             )
             with tempfile.TemporaryDirectory(prefix="ductwork-export-") as staging:
                 content = export_snapshot(snapshots_dir, Path(staging))
-                upload_folder(store, Path(staging), prefix)
+                upload_folder(store, Path(staging), location.prefix.rstrip("/"))
         else:
             content = export_snapshot(snapshots_dir, Path(target))
     except (FileNotFoundError, ValueError) as exc:

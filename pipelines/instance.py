@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ductwork import file_modes
+
 # One run at a time and one warehouse writer at a time: DuckDB allows a single writer. The
 # daemon's run monitoring ends runs whose process died (the launcher can tell, see
 # pipelines/run_launcher.py) and frees the pool slots of ended runs; a ductwork run does the
@@ -50,9 +52,10 @@ concurrency:
 def prepare_dagster_home(dagster_home: Path) -> Path:
     """Create the instance folder with its dagster.yaml (kept if present and edited) and
     select it."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
+    modes = file_modes.current()
+    modes.make_private_dir(dagster_home)
     config = dagster_home / "dagster.yaml"
     if not config.exists() or config.read_text(encoding="utf-8") in EARLIER_DEFAULTS:
-        config.write_text(INSTANCE_YAML, encoding="utf-8")
+        modes.write_private(config, INSTANCE_YAML.encode("utf-8"))
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home

@@ -1,4 +1,9 @@
-"""Run-failure alerting: always logged; posted as JSON when a webhook URL is set."""
+"""Run-failure alerting: always logged; posted as JSON when a webhook URL is set.
+
+A webhook URL usually carries its token, so it is a secret: it never reaches a log, an
+exception message or the sensor's tick history. A failed post is reported by what went
+wrong (a status, an error's kind), never by where it was sent.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,12 @@ import dagster as dg
 import httpx
 
 from ductwork.settings import AlertSettings, load
+
+WEBHOOK_TIMEOUT_S = 10.0
+
+
+class AlertNotSent(RuntimeError):
+    """The alert did not reach the webhook; the message never names the URL."""
 
 
 def failure_message(context: dg.RunFailureSensorContext) -> dict[str, str]:
@@ -19,6 +30,26 @@ def failure_message(context: dg.RunFailureSensorContext) -> dict[str, str]:
     }
 
 
+def post_alert(url: str, message: dict[str, str], timeout_s: float = WEBHOOK_TIMEOUT_S) -> None:
+    """POST ``message`` to the webhook at ``url``; AlertNotSent when it fails."""
+    problem: str | None = None
+    try:
+        request = httpx.Request(
+            "POST", url, json=message, extensions={"timeout": httpx.Timeout(timeout_s).as_dict()}
+        )
+        # The transport, not a Client: a Client logs every request's URL (logger "httpx").
+        with httpx.HTTPTransport() as transport:
+            response = transport.handle_request(request)
+            response.read()
+        if not response.is_success:
+            problem = f"the alert webhook answered {response.status_code}"
+    except Exception as exc:  # its message or its request may name the URL
+        problem = f"the alert webhook could not be reached ({type(exc).__name__})"
+    if problem is not None:
+        # Raised outside the handler, so no chained exception carries the URL into the tick.
+        raise AlertNotSent(problem)
+
+
 @dg.run_failure_sensor(
     name="alert_on_run_failure",
     description="Logs every failed run and posts it to DUCTWORK_ALERT_WEBHOOK_URL when set.",
@@ -29,8 +60,8 @@ def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
     message = failure_message(context)
     context.log.error(message["text"])
     url = load(AlertSettings).alert_webhook_url
-    if url:
-        httpx.post(url, json=message, timeout=10).raise_for_status()
+    if url is not None:
+        post_alert(url.get_secret_value(), message)
 
 
 SENSORS = [alert_on_run_failure]

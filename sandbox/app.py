@@ -38,9 +38,12 @@ from ductwork.contract.errors import (
 )
 from ductwork.contract.leads import read_fields
 from sandbox.asgi import Answer, Receive, Scope, Send, header, send_answer, serve_lifespan
+from sandbox.lead_id_forms import SHORT_LENGTH, full_id, with_short_id
 from sandbox.manuals import list_manuals
 from sandbox.media import image_png
+from sandbox.odd_media import ODD_MEDIA_PREFIX, serve_odd_media
 from sandbox.state import SandboxState
+from sandbox.timestamp_styles import styled_record
 
 Handler = Callable[[SandboxState, QueryParams, str], bytes]
 ADMIN_PREFIX = "/_sandbox/"
@@ -146,6 +149,8 @@ def digital_assets(state: SandboxState, query: QueryParams, _: str) -> bytes:
         first = 0 if normalised is None else table.first_updated_after(normalised)
         total = len(table.keys) - first
         bodies = table.bodies[first + start : first + min(end, total)] if start < total else []
+    if state.faults.mixed_timestamps:
+        bodies = [styled_record(b, "assetId", ("createdAt", "updatedAt")) for b in bodies]
     pagination = params.pagination(page, count, total)
     return envelopes.warehouse_list(bodies, pagination, {"updatedAfter": normalised})
 
@@ -173,12 +178,19 @@ def leads(state: SandboxState, query: QueryParams, _: str) -> bytes:
     if (cursor_date is None) != (cursor_id is None):
         raise cursor_incomplete()
     cursor_at = params.read_datetime("cursorCreatedDate", cursor_date)
+    short_ids = state.faults.lead_detail_ids == "case_safe"
+    if short_ids and cursor_id is not None and len(cursor_id) == SHORT_LENGTH:
+        cursor_id += LATEST  # after every id of which it is the short form
     with state.lock:
         listing = state.leads
         first = 0 if after is None else listing.first_created_after(format_datetime(after))
         if cursor_at is not None and cursor_id is not None:
             first = max(first, listing.first_after((format_datetime(cursor_at), cursor_id)))
         bodies = listing.bodies[first : first + count]
+    if state.faults.mixed_timestamps:
+        bodies = [styled_record(body, "Id", ("CreatedDate",)) for body in bodies]
+    if short_ids:
+        bodies = [with_short_id(body) for body in bodies]
     if keep is not None:
         bodies = [dumps({k: v for k, v in loads(body).items() if k in keep}) for body in bodies]
     return envelopes.data_list(bodies)
@@ -186,10 +198,14 @@ def leads(state: SandboxState, query: QueryParams, _: str) -> bytes:
 
 def lead_detail(state: SandboxState, query: QueryParams, lead_id: str) -> bytes:
     """One lead's detail object, without an envelope."""
+    id_form = state.faults.lead_detail_ids
     with state.lock:
-        found = state.lead(lead_id)
+        known = full_id(state.leads, lead_id) if id_form == "case_safe" else lead_id
+        found = None if known is None else state.lead(known)
     if found is None:
         raise lead_not_found(lead_id)
+    if id_form == "omit_id":
+        return dumps({k: v for k, v in found[1].items() if k != "id"})
     return dumps(found[1])
 
 
@@ -305,6 +321,8 @@ class SandboxApp:
         path = scope["path"]
         if path.startswith(ADMIN_PREFIX):
             await self.admin(scope, receive, send)
+        elif path.startswith(ODD_MEDIA_PREFIX):
+            await serve_odd_media(self.state, path, send)
         elif path.startswith(MEDIA_PREFIX):
             await send_answer(send, self.media(path))
         else:

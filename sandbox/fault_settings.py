@@ -7,6 +7,7 @@ from typing import Any
 
 # In roll order: a roll below the first rate is that fault, and so on.
 RATES = ("drop_rate", "error_rate", "rate_limit_rate", "truncate_rate", "html_rate")
+LEAD_DETAIL_ID_FORMS = ("", "omit_id", "case_safe")
 
 
 @dataclass
@@ -33,6 +34,11 @@ class Faults:
     seed: int = 0
     mutate_every: int = 0  # apply ``mutation`` every N faultable requests (0: never)
     mutation: dict[str, int] = field(default_factory=dict)
+    # Lead and asset lists write some date-times in other ISO 8601 forms (see ``styled_record``).
+    mixed_timestamps: bool = False
+    # Lead detail answers: "omit_id" leaves out ``id``; "case_safe" lists 15-character lead ids
+    # and answers with the 18-character one (see ``sandbox.lead_id_forms``).
+    lead_detail_ids: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The settings as the admin API shows them."""
@@ -64,3 +70,7 @@ class Faults:
             raise ValueError("latency_ms must be a number between 0 and 60000")
         if not isinstance(self.mutation, dict):
             raise ValueError("mutation must be an object of counts")
+        if not isinstance(self.mixed_timestamps, bool):
+            raise ValueError("mixed_timestamps must be true or false")
+        if self.lead_detail_ids not in LEAD_DETAIL_ID_FORMS:
+            raise ValueError("lead_detail_ids must be one of " + ", ".join(LEAD_DETAIL_ID_FORMS))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from ductwork.contract.encoding import dumps, format_datetime, loads, parse_datetime
+from ductwork.contract.encoding import dumps, format_datetime, loads, parse_received_datetime
 from ductwork.contract.paths import UNIT_SLUGS
 from sandbox.asset_records import asset_key, make_asset
 from sandbox.draws import Draws
@@ -108,7 +108,7 @@ def _change_leads(state: SandboxState, rng: random.Random, n: int) -> list[str]:
     keys = state.leads.keys
     if not keys or n == 0:
         return []
-    newest = parse_datetime(keys[-1][0])
+    newest = parse_received_datetime(keys[-1][0])
     since = format_datetime(newest - timedelta(days=RECENT_LEAD_DAYS))
     recent_from = bisect.bisect_left(keys, (since,))
     chosen: dict[str, None] = {}
@@ -205,7 +205,7 @@ def _drift_leads(state: SandboxState, rng: random.Random, n: int) -> list[str]:
     keys = state.leads.keys
     if not keys or n == 0:
         return []
-    newest = parse_datetime(keys[-1][0])
+    newest = parse_received_datetime(keys[-1][0])
     since = format_datetime(newest - timedelta(days=RECENT_LEAD_DAYS // 2))
     recent = keys[bisect.bisect_right(keys, (since, "\uffff")) :]
     chosen = [lead_id for _, lead_id in rng.sample(recent, min(n, len(recent)))]

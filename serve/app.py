@@ -13,15 +13,17 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
 from ductwork.keys import KeyStore
-from ductwork.settings import HomeSettings, ServeSettings, load
+from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
+from ductwork.snapshot_store import SnapshotStore
 from serve.fast_answers import FastAnswers
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
-from serve.rate_limit import SlidingWindowLimit
+from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
 from serve.routers import crm, health, internal, products, warehouse
 
@@ -81,10 +83,16 @@ async def _closing_on_shutdown(app: FastAPI) -> AsyncIterator[None]:
     app.state.metrics.close()
 
 
-def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = None) -> FastAPI:
-    """Build the app over the data folder's snapshots and keys (``DUCTWORK_HOME`` by default)."""
+def create_app(
+    home: HomeSettings | None = None,
+    serve: ServeSettings | None = None,
+    store: SnapshotStoreSettings | None = None,
+) -> FastAPI:
+    """Build the app over the data folder's snapshots and keys (``DUCTWORK_HOME`` by default);
+    with a snapshot store, a replica that serves what the store's pointer names."""
     home = home or load(HomeSettings)
     serve = serve or load(ServeSettings)
+    store = store or load(SnapshotStoreSettings)
     app = ReadApi(
         lifespan=_closing_on_shutdown,
         # FastAPI's native OpenTelemetry looks for configured providers on every request; the
@@ -93,19 +101,33 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
         title="ductwork read API",
         summary="A read-only mirror of the HVAC catalog, warehouse and CRM service.",
         version="1.0",
+        # Served by install_openapi instead, behind the ops scope.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.live = LiveSnapshot(home.snapshots_dir, cache_bytes=serve.serve_list_cache_mb << 20)
-    app.state.live.load_now()
+    if store.snapshot_store is None:
+        app.state.live.load_now()
+    else:
+        # Loaded in the background: /readyz answers 503 until the first snapshot is in.
+        source = SnapshotStore.connect(store.snapshot_store, load(S3Settings))
+        app.state.live.follow(source, store.snapshot_poll_s)
     app.state.keys = KeyStore(home.keys_path)
     app.state.config = AppConfig(home, serve)
-    app.state.indoor_models_limit = SlidingWindowLimit(serve.serve_indoor_models_per_second)
-    app.state.key_limit = SlidingWindowLimit(serve.serve_key_requests_per_second)
+    app.state.metrics = Metrics()
+    counter = LimitCounter(
+        serve.rate_limit_url, None if app.state.metrics.shared else app.state.metrics.registry
+    )
+    app.state.indoor_models_limit = RequestLimit(
+        counter, "indoor-models", serve.serve_indoor_models_per_second
+    )
+    app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
     _install_error_handlers(app)
     for family in (products, warehouse, crm, internal):
         app.include_router(family.router)
     app.include_router(health.router)
-    install_openapi(app)
-    app.state.metrics = Metrics()
+    install_openapi(app, serve.serve_public_docs)
     app.add_middleware(FastAnswers)  # innermost of ours: CORS, gzip and telemetry still apply
     if serve.serve_cors_origins:
         app.add_middleware(
@@ -119,6 +141,9 @@ def create_app(home: HomeSettings | None = None, serve: ServeSettings | None = N
     # spares Starlette normalising its default list of fifteen on every request.
     app.add_middleware(CompressWhenAsked, minimum_size=1024, exclude_content_types=())
     app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
+    if serve.trusted_proxies:
+        # Outermost, so the limits and the access log see the client a trusted proxy names.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=serve.trusted_proxies)
     return app
 
 
@@ -132,7 +157,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, error: StarletteHTTPException) -> Response:
         if error.status_code == 405:
-            problem = ApiError(ErrorCode.METHOD_NOT_ALLOWED, "Only GET is supported")
+            # RFC 9110: a 405 names the methods the path does allow; every path is GET-only.
+            problem = ApiError(
+                ErrorCode.METHOD_NOT_ALLOWED, "Only GET is supported", headers={"Allow": "GET"}
+            )
         else:
             problem = no_such_path(request.url.path)
         return error_response(problem, request.url.path)

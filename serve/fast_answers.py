@@ -11,9 +11,11 @@ middleware answers these requests itself, building the very same response as the
   ``GET /warehouse/v1.0/digital-assets`` whose query holds nothing but one valid ``count``
   and/or one valid ``page``.
 
-Anything else (a bad or missing key, a key without the family's scope or over its rate limit,
-an unknown SKU, a filter, a malformed or repeated parameter, ``If-None-Match``, no snapshot
-yet) goes on to the framework unchanged, so every error and 304 keeps its one implementation.
+The key's rate limit is checked before any record is read: a request over it gets its 429
+here, in the family's style. Anything else (a bad or missing key, a key without the family's
+scope, an unknown SKU, a filter, a malformed or repeated parameter, ``If-None-Match``, no
+snapshot yet) goes on to the framework unchanged, so every other error and 304 keeps its one
+implementation; a request counted here is not counted again there.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import ApiError
 from ductwork.contract.paths import Family
 from ductwork.keys import SCOPE_OF
-from serve.deps import presented_key
+from serve.deps import count_against_key_limit, presented_key
 from serve.live_snapshot import ServingState
-from serve.responses import json_answer
+from serve.responses import error_response, json_answer
 from serve.routers.warehouse import digital_assets_body
 
 Scope = MutableMapping[str, Any]
@@ -78,60 +80,72 @@ class FastAnswers:
         state = request.app.state.live.get()
         if state is None:
             return None
-        planned = _body(state, path, scope["query_string"])
+        planned = _plan(path, scope["query_string"])
         # The key is verified only for a request this path takes (the routes verify the
-        # others), before any records are read for it.
+        # others), and counted against its limit before any record is read for it.
         key = presented_key(request) if planned is not None else None
         if key is None or SCOPE_OF[family] not in key.scopes:
             return None
-        body = await planned.read(state) if isinstance(planned, _AssetPage) else planned
-        # The rate limit is checked last: a request the routes will answer must not count
-        # twice against the key's limit.
-        if request.app.state.key_limit.check(key.key_hash) is not None:
-            return None
-        return json_answer(request, state, body)
+        try:
+            await count_against_key_limit(request, key)
+        except ApiError as error:
+            return error_response(error, path)
+        body = await _read(state, planned)
+        return None if body is None else json_answer(request, state, body)
 
 
 @dataclass(frozen=True)
-class _AssetPage:
-    """A digital-asset list page to read (possibly from the snapshot, off the event loop)."""
+class _Lookup:
+    """A product lookup by SKU: through the resolver (``slug`` None) or one unit type."""
 
+    slug: str | None
+    sku: str
+
+
+@dataclass(frozen=True)
+class _ListPage:
+    """A plain page of a list: ``products``, a unit type or the digital assets."""
+
+    slug: str | None  # None: the digital-asset list
     number: int
     size: int
 
-    async def read(self, state: ServingState) -> bytes:
-        listing = state.digital_assets
-        start, end = params.page_bounds(self.number, self.size)
-        records = await listing.page(start, min(end, len(listing)))
-        return digital_assets_body(records, self.number, self.size, len(listing), None)
 
-
-def _body(state: ServingState, path: str, query: bytes) -> bytes | _AssetPage | None:
-    """The answer's body (or the asset page to read for it), when this is a request the short
-    path takes."""
+def _plan(path: str, query: bytes) -> _Lookup | _ListPage | None:
+    """What this request asks for, when it is one the short path takes; nothing is read."""
     if path == paths.WAREHOUSE_DIGITAL_ASSETS:
         page = _plain_page(query)
-        return None if page is None else _AssetPage(*page)
+        return None if page is None else _ListPage(None, *page)
     if path.startswith(_RESOLVER):
-        if query:
-            return None
-        record = state.catalog.resolver.get(path[len(_RESOLVER) :])
-        return None if record is None else product_lookup(record)
+        return None if query else _Lookup(None, path[len(_RESOLVER) :])
     slug, slash, sku = path[len(_PRODUCTS) :].partition("/")
     if not slash:  # a list: /products/v2.0/products or /products/v2.0/{unit type}
         page = _plain_page(query)
-        if page is None:
+        if page is None or (slug != "products" and slug not in paths.UNIT_SLUGS):
             return None
-        number, size = page
-        if slug == "products":
-            return state.catalog.product_page(None, number, size)
-        if slug in paths.UNIT_SLUGS:
-            return state.catalog.unit_page(slug, {}, number, size)
-        return None
+        return _ListPage(slug, *page)
     if slug not in paths.UNIT_SLUGS or query:  # /products/v2.0/{unit type}/{sku}
         return None
-    record = state.catalog.unit(slug, sku)
-    return None if record is None else product_lookup(record)
+    return _Lookup(slug, sku)
+
+
+async def _read(state: ServingState, planned: _Lookup | _ListPage) -> bytes | None:
+    """The answer's body, or None for a SKU not found (the routes answer that)."""
+    if isinstance(planned, _Lookup):
+        if planned.slug is None:
+            record = state.catalog.resolver.get(planned.sku)
+        else:
+            record = state.catalog.unit(planned.slug, planned.sku)
+        return None if record is None else product_lookup(record)
+    number, size = planned.number, planned.size
+    if planned.slug == "products":
+        return state.catalog.product_page(None, number, size)
+    if planned.slug is not None:
+        return state.catalog.unit_page(planned.slug, {}, number, size)
+    listing = state.digital_assets
+    start, end = params.page_bounds(number, size)
+    records = await listing.page(start, min(end, len(listing)))
+    return digital_assets_body(records, number, size, len(listing), None)
 
 
 def _plain_page(query: bytes) -> tuple[int, int] | None:

@@ -2,20 +2,27 @@
 
 Each request takes one ``ServingState`` and answers from it alone, so a response never mixes
 two snapshots. A new snapshot is loaded in a background thread while the old one keeps serving.
+
+A replica (``DUCTWORK_SNAPSHOT_STORE`` set) has no publisher beside it: a thread of each worker
+polls the object store, brings a new snapshot into the local folder (one download per host,
+see ``ductwork.snapshot_store.fetch_current``) and swaps it in the same way.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from ductwork import snapshots
+from ductwork.snapshot_store import SnapshotStore, fetch_current
 from serve.catalog_index import CatalogIndex, load_catalog
 from serve.small_answers import SmallAnswers, load_small_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
@@ -87,6 +94,15 @@ class LiveSnapshot:
         self._confirmed: tuple[str, float] | None = None
         self._next_check = 0.0
         self._loading = threading.Lock()
+        self._follower: StoreFollower | None = None
+        self._closed = False
+
+    def follow(self, store: SnapshotStore, poll_s: float) -> None:
+        """Serve what the object store's pointer names from now on, checking every ``poll_s``
+        in a background thread; requests no longer look at the local folder themselves."""
+        self._next_check = math.inf
+        self._follower = StoreFollower(store, self._dir, poll_s, self._reload_from_folder)
+        self._follower.start()
 
     def get(self) -> ServingState | None:
         """The state to answer one request from (None before the first publish)."""
@@ -115,7 +131,10 @@ class LiveSnapshot:
         """Stop serving: close the current snapshot, and hand the objects frozen at each load
         back to the collector, so that nothing of DuckDB's is left for interpreter shutdown
         to destroy."""
+        if self._follower is not None:
+            self._follower.stop()
         with self._loading:  # not while a background load is swapping one in
+            self._closed = True
             state, self._state = self._state, None
         if state is not None:
             state.close()
@@ -144,6 +163,19 @@ class LiveSnapshot:
         if self._loading.acquire(blocking=False):
             threading.Thread(target=self._load_in_background, args=(snap,), daemon=True).start()
 
+    def _reload_from_folder(self) -> None:
+        """Swap in the local folder's current snapshot if it is not the one served (in the
+        follower's thread: requests keep answering from the previous state meanwhile)."""
+        snap = snapshots.current(self._dir)
+        self._note_confirmation(snap)
+        if snap is None or (self._state is not None and snap.version == self._state.version):
+            return
+        with self._loading:
+            if self._closed:
+                return
+            self._swap(load_state(snap, self._cache_bytes))
+        log.info("serving snapshot %s", snap.version)
+
     def _note_confirmation(self, snap: snapshots.Snapshot | None) -> None:
         confirmed = snapshots.confirmed_at(self._dir)
         if snap is not None and confirmed is not None:
@@ -157,3 +189,45 @@ class LiveSnapshot:
             log.exception("could not load snapshot %s; still serving the previous one", snap)
         finally:
             self._loading.release()
+
+
+class StoreFollower:
+    """A daemon thread that keeps the local folder on the object store's current snapshot and
+    then calls ``on_change``; a failed check is logged and tried again at the next poll."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        snapshots_dir: Path,
+        poll_s: float,
+        on_change: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._dir = snapshots_dir
+        self._poll_s = poll_s
+        self._on_change = on_change
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="snapshot-follower", daemon=True)
+
+    def start(self) -> None:
+        """Check at once, then every poll interval."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling (a download under way is not waited for beyond a few seconds)."""
+        self._stopped.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def check(self) -> None:
+        """One poll: fetch what the store names, then reload if it changed."""
+        fetch_current(self._store, self._dir)
+        self._on_change()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self.check()
+            except Exception as exc:
+                log.warning("could not fetch the current snapshot from the store: %s", exc)
+            self._stopped.wait(self._poll_s)

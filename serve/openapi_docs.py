@@ -1,121 +1,208 @@
-"""What the generated OpenAPI document cannot infer: each family's error answers and the
-contract's parameter types (handlers read parameters raw, to apply the contract's own rules
-and messages)."""
+"""The OpenAPI document, and the pages that show it.
+
+What the generated document cannot infer is added here: each family's answers (handlers build
+them from ready bytes), the contract's parameter types and bounds (handlers read parameters
+raw, to apply the contract's own rules and messages), the rules OpenAPI cannot state, and the
+bearer scheme. ``/openapi.json``, ``/docs`` and ``/redoc`` are served like ``/metrics``: to
+anyone with ``DUCTWORK_SERVE_PUBLIC_DOCS``, otherwise to a key with the ``ops`` scope.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from ductwork.contract import paths
 from ductwork.contract.errors import JSON, PROBLEM_JSON
 from ductwork.contract.leads import LEAD_LIST_FIELDS
-from ductwork.contract.params import MAX_COUNT, REL_TYPES
-from ductwork.contract.paths import UNIT_SLUGS
+from ductwork.contract.params import MAX_COUNT, MAX_INTEGER, REL_TYPES
+from serve import openapi_schemas as schemas
+from serve.deps import require_ops
 
-_ERROR_OBJECT = {
-    "type": "object",
-    "required": ["code", "message"],
-    "properties": {
-        "code": {"type": "string", "enum": [
-            "NOT_FOUND", "INVALID_PARAMETER", "UNAUTHORIZED", "FORBIDDEN", "RATE_LIMITED",
-            "INTERNAL", "METHOD_NOT_ALLOWED", "UNAVAILABLE",
-        ]},
-        "message": {"type": "string"},
-        "field": {"type": "string"},
-    },
-}  # fmt: skip
-PRODUCT_ERROR = {
-    "type": "object",
-    "required": ["success", "data", "errors"],
-    "properties": {
-        "success": {"type": "boolean", "enum": [False]},
-        "data": {"type": "null"},
-        "errors": {"type": "array", "items": _ERROR_OBJECT},
-    },
-}
-WAREHOUSE_ERROR = {
-    "type": "object",
-    "required": ["success", "data", "errors"],
-    "properties": {
-        "success": {"type": "boolean", "enum": [False]},
-        "data": {"type": ["object", "null"]},
-        "errors": {"type": "array", "items": {"type": "string"}},
-    },
-}
-PROBLEM = {
-    "type": "object",
-    "required": ["type", "title", "status"],
-    "properties": {
-        "type": {"type": "string"},
-        "title": {"type": "string"},
-        "status": {"type": "integer"},
-        "instance": {"type": "string"},
-    },
-}
+Schema = dict[str, Any]
+BEARER = "bearerAuth"
+OPENAPI_PATH = "/openapi.json"
+
 _MEANINGS = {
     400: "A parameter is invalid (the offending one is named).",
-    401: "Missing or unknown API key (with `WWW-Authenticate: Bearer`).",
-    403: "The key lacks this family's scope.",
+    401: "Missing or unknown API key.",
+    403: "The key lacks the scope this path needs.",
     404: "Nothing has that key, or no such path.",
-    429: "Too many requests; `Retry-After` says how long to wait.",
-    503: "No snapshot has been published yet.",
+    429: "Too many requests; `Retry-After` says how many seconds to wait.",
+    503: "No snapshot has been published yet (or the job queue cannot be reached).",
+}
+_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"required": True, "schema": {"type": "string", "enum": ["Bearer"]}}},
+    429: {"Retry-After": {"required": True, "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
 }
 
 
 def error_responses(
-    schema: dict[str, Any],
+    schema: Schema,
     media_type: str = JSON,
     statuses: tuple[int, ...] = (400, 401, 403, 404, 429, 503),
 ) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for a family's error answers."""
-    return {
-        status: {"description": _MEANINGS[status], "content": {media_type: {"schema": schema}}}
-        for status in statuses
-    }
+    answers: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        answer: dict[str, Any] = {
+            "description": _MEANINGS[status],
+            "content": {media_type: {"schema": schema}},
+        }
+        if status in _HEADERS:
+            answer["headers"] = _HEADERS[status]
+        answers[status] = answer
+    return answers
 
 
-PRODUCT_ERRORS = error_responses(PRODUCT_ERROR)
-WAREHOUSE_ERRORS = error_responses(WAREHOUSE_ERROR)
-PROBLEM_ERRORS = error_responses(PROBLEM, PROBLEM_JSON)
+PRODUCT_ERRORS = error_responses(schemas.PRODUCT_ERROR)
+WAREHOUSE_ERRORS = error_responses(schemas.WAREHOUSE_ERROR)
+PROBLEM_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON)
+OPS_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON, (401, 403, 429))
 
 
-_DATE_TIME = {"type": "string", "format": "date-time"}
-_FIELD = "|".join(LEAD_LIST_FIELDS)
-PARAMETER_SCHEMAS: dict[str, dict[str, Any]] = {
-    "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "default": 100},
-    "page": {"type": "integer", "minimum": 1, "default": 1},
-    "category": {"type": "string", "enum": list(UNIT_SLUGS)},
+def _whitespace_class() -> str:
+    """The characters ``str.strip()`` removes, as a regular-expression class."""
+    return "[" + "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace()) + "]"
+
+
+def _fields_pattern() -> str:
+    """What ``fields`` accepts: comma-separated known names, each possibly padded or empty."""
+    space = _whitespace_class()
+    piece = f"{space}*(?:(?:{'|'.join(LEAD_LIST_FIELDS)}){space}*)?"
+    return f"^{piece}(?:,{piece})*$"
+
+
+_DATE_TIME: Schema = {"type": "string", "format": "date-time"}
+_COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "default": 100}
+PARAMETER_SCHEMAS: dict[str, Schema] = {
+    "count": _COUNT,
+    "page": {"type": "integer", "minimum": 1, "maximum": MAX_INTEGER, "default": 1},
+    "category": {"type": "string", "enum": list(paths.UNIT_SLUGS)},
     "relType": {"type": "string", "enum": list(REL_TYPES)},
-    "relationship_id": {"type": "integer"},
+    "relationship_id": {"type": "integer", "minimum": -MAX_INTEGER, "maximum": MAX_INTEGER},
     "updatedAfter": _DATE_TIME,
     "createdAfter": _DATE_TIME,
     "cursorCreatedDate": _DATE_TIME,
-    "fields": {"type": "string", "pattern": f"^({_FIELD})(,({_FIELD}))*$"},
+    "fields": {"type": "string", "pattern": _fields_pattern()},
+}
+
+# Rules between parameters, which OpenAPI 3.1 cannot state: written where a reader looks.
+RULES: dict[str, str] = {
+    paths.SUBMITTAL_DATA: (
+        "At least one of `idu` and `odu` is required (an empty value counts as absent): "
+        "neither is a 400. Unknown combination: 404 with `data: {}`."
+    ),
+    paths.LEADS: (
+        '`cursorCreatedDate` and `cursorId` come together, meaning "after the lead with this '
+        '(CreatedDate, Id)": only one of them is a 400.'
+    ),
 }
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Generate the document once, with the contract's parameter types and without the 422
-    answers FastAPI assumes (parameters never fail that way here)."""
+def _answers() -> dict[str, Schema]:
+    """The 200 body of each documented path."""
+    answers = {
+        paths.PRODUCTS_LIST: schemas.product_list(schemas.CATALOG_ITEM),
+        paths.UNITS_RESOLVER + "/{sku}": schemas.lookup(schemas.UNIT),
+        paths.PAIRINGS_LIST: schemas.PAIRING_LIST,
+        paths.PAIRINGS_LIST + "/{relationship_id}": schemas.lookup(schemas.PAIRING),
+        paths.WAREHOUSE_DIGITAL_ASSETS: schemas.ASSET_LIST,
+        paths.SUBMITTAL_DATA: schemas.lookup(schemas.SUBMITTAL),
+        paths.LEADS: schemas.lookup({"type": "array", "items": schemas.LEAD_ITEM}),
+        paths.LEADS + "/{lead_id}": schemas.LEAD_DETAIL,
+        paths.CONTRACTORS: schemas.CONTRACTORS,
+        paths.INDOOR_MODELS: schemas.INTERNAL_LIST_OF["indoor"],
+        paths.INTERNAL_DIGITAL_ASSETS: schemas.INTERNAL_LIST_OF["manuals"],
+        paths.PIM_IMAGE_SYNC: schemas.JOB_STARTED,
+        "/healthz": schemas.HEALTH,
+        "/readyz": schemas.READY,
+    }
+    for slug in paths.UNIT_SLUGS:
+        answers[paths.unit_path(slug)] = schemas.product_list(schemas.UNIT)
+        answers[paths.unit_path(slug) + "/{sku}"] = schemas.lookup(schemas.UNIT)
+    return answers
 
-    def openapi() -> dict[str, Any]:
+
+def _needs_key(path: str, public_docs: bool) -> bool:
+    if path == "/metrics":
+        return not public_docs
+    return paths.family_of(path) is not None and path != paths.INDOOR_MODELS
+
+
+def build_document(app: FastAPI, public_docs: bool) -> Schema:
+    """The app's OpenAPI document, completed with what the routes cannot say."""
+    document = get_openapi(
+        title=app.title, version=app.version, summary=app.summary, routes=app.routes
+    )
+    answers = _answers()
+    for path, path_item in document["paths"].items():
+        for operation in path_item.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            for parameter in operation.get("parameters", []):
+                known = PARAMETER_SCHEMAS.get(parameter["name"])
+                if known is not None:
+                    parameter["schema"] = known
+            if path in RULES:
+                operation["description"] = RULES[path]
+            if path in answers:
+                responses["200"]["content"] = {JSON: {"schema": answers[path]}}
+            if path == "/readyz":
+                responses["503"]["content"] = {JSON: {"schema": schemas.READY}}
+            if _needs_key(path, public_docs):
+                operation["security"] = [{BEARER: []}]
+                if path == "/metrics":
+                    responses.update({str(k): v for k, v in OPS_ERRORS.items()})
+            else:
+                operation["security"] = []
+                for status in ("401", "403"):
+                    responses.pop(status, None)
+    components = document.setdefault("components", {})
+    components.setdefault("schemas", {}).pop("HTTPValidationError", None)
+    components["schemas"].pop("ValidationError", None)
+    if not components["schemas"]:
+        components.pop("schemas")
+    components["securitySchemes"] = {
+        BEARER: {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A key from `ductwork keys create`, as `Authorization: Bearer KEY`.",
+        }
+    }
+    return document
+
+
+def install_openapi(app: FastAPI, public_docs: bool) -> None:
+    """Build the document once, on first use, and serve it with its two viewers.
+
+    The app must be created with FastAPI's own document and viewer routes turned off.
+    """
+
+    def openapi() -> Schema:
         if app.openapi_schema is None:
-            document = get_openapi(
-                title=app.title, version=app.version, summary=app.summary, routes=app.routes
-            )
-            for path_item in document["paths"].values():
-                for operation in path_item.values():
-                    operation.get("responses", {}).pop("422", None)
-                    for parameter in operation.get("parameters", []):
-                        known = PARAMETER_SCHEMAS.get(parameter["name"])
-                        if known is not None:
-                            parameter["schema"] = known
-            schemas = document.get("components", {}).get("schemas", {})
-            schemas.pop("HTTPValidationError", None)
-            schemas.pop("ValidationError", None)
-            app.openapi_schema = document
+            app.openapi_schema = build_document(app, public_docs)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    guarded = [Depends(require_ops)]
+
+    @app.get(OPENAPI_PATH, include_in_schema=False, dependencies=guarded)
+    async def openapi_json(request: Request) -> Response:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=guarded)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=OPENAPI_PATH,
+            title=f"{app.title} - Swagger UI",
+            swagger_ui_parameters={"persistAuthorization": True},
+        )
+
+    @app.get("/redoc", include_in_schema=False, dependencies=guarded)
+    async def redoc(request: Request) -> HTMLResponse:
+        return get_redoc_html(openapi_url=OPENAPI_PATH, title=f"{app.title} - ReDoc")

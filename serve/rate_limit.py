@@ -1,33 +1,105 @@
-"""A per-client sliding-window limit (for the key-less indoor-models path)."""
+"""Per-client request limits over a moving one-second window, through the ``limits`` library.
+
+With ``DUCTWORK_RATE_LIMIT_URL`` (``redis://...``) every worker of every replica counts in the
+same Redis, so a limit holds for the whole service. Without it, each process counts in its
+own memory, and the service admits the limit times the number of processes.
+
+When Redis cannot be reached the limits fail open to this process's own memory: requests are
+still counted and limited per process, a warning is logged (at most once a minute) and
+``ductwork_rate_limit_store_errors_total`` counts each check made without Redis. Redis is not
+tried again for a few seconds after a failure, so an unreachable server does not add its
+timeout to every request.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
-import threading
 import time
-from collections import deque
+
+from limits import RateLimitItemPerSecond
+from limits.aio.storage import MemoryStorage, Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+from limits.storage import storage_from_string
+from prometheus_client import CollectorRegistry, Counter
+
+log = logging.getLogger("ductwork.serve")
+
+# Redis answers in well under a millisecond on a local network; a slower answer is a fault.
+REDIS_TIMEOUT_S = 0.5
+RETRY_REDIS_AFTER_S = 5.0
+WARN_EVERY_S = 60.0
 
 
-class SlidingWindowLimit:
-    """At most ``limit`` requests per client within any ``window_s`` seconds."""
+class LimitCounter:
+    """Where limits are counted: Redis when given a URL, with this process's memory standing
+    in while Redis fails; memory alone otherwise."""
 
-    def __init__(self, limit: int, window_s: float = 1.0, max_clients: int = 10_000) -> None:
-        self._limit = limit
-        self._window = window_s
-        self._max_clients = max_clients
-        self._seen: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
+    def __init__(self, redis_url: str | None, registry: CollectorRegistry | None) -> None:
+        """``registry`` takes the error counter; None in prometheus multiprocess mode."""
+        self._local = MovingWindowRateLimiter(MemoryStorage())
+        self._remote: MovingWindowRateLimiter | None = None
+        if redis_url is not None:
+            storage: Storage = storage_from_string(
+                f"async+{redis_url}",
+                implementation="redispy",
+                wrap_exceptions=True,
+                socket_timeout=REDIS_TIMEOUT_S,
+                socket_connect_timeout=REDIS_TIMEOUT_S,
+            )
+            self._remote = MovingWindowRateLimiter(storage)
+        self._skip_remote_until = 0.0
+        self._warned_at = -math.inf
+        self.store_errors = Counter(
+            "ductwork_rate_limit_store_errors",
+            "Rate-limit checks counted in process memory because Redis failed",
+            registry=registry,
+        )
 
-    def check(self, client: str) -> int | None:
-        """None if allowed (and counted), else the seconds to wait (for Retry-After)."""
+    async def hit(self, limit: RateLimitItemPerSecond, *who: str) -> int | None:
+        """Count one request for ``who``: None if allowed, else the seconds to wait."""
+        remote = self._remote
+        if remote is None:
+            return await _hit(self._local, limit, who)
+        if time.monotonic() >= self._skip_remote_until:
+            try:
+                return await _hit(remote, limit, who)
+            except (StorageError, OSError) as exc:
+                self._remote_failed(exc)
+        self.store_errors.inc()
+        return await _hit(self._local, limit, who)
+
+    def _remote_failed(self, exc: Exception) -> None:
         now = time.monotonic()
-        with self._lock:
-            if len(self._seen) > self._max_clients:
-                self._seen.clear()  # bounded memory under a flood of distinct addresses
-            stamps = self._seen.setdefault(client, deque())
-            while stamps and now - stamps[0] >= self._window:
-                stamps.popleft()
-            if len(stamps) >= self._limit:
-                return max(1, math.ceil(self._window - (now - stamps[0])))
-            stamps.append(now)
-            return None
+        self._skip_remote_until = now + RETRY_REDIS_AFTER_S
+        if now - self._warned_at >= WARN_EVERY_S:
+            self._warned_at = now
+            # The error's type only: its text may carry the server's address and credentials.
+            log.warning(
+                "rate limits counted per process: the Redis store failed (%s)",
+                type(getattr(exc, "storage_error", exc)).__name__,
+            )
+
+
+async def _hit(
+    limiter: MovingWindowRateLimiter, limit: RateLimitItemPerSecond, who: tuple[str, ...]
+) -> int | None:
+    if await limiter.hit(limit, *who):
+        return None
+    stats = await limiter.get_window_stats(limit, *who)
+    return max(1, math.ceil(stats.reset_time - time.time()))
+
+
+class RequestLimit:
+    """At most ``per_second`` requests per client in any one-second window, counted under
+    ``name`` so that separate limits never share a count."""
+
+    def __init__(self, counter: LimitCounter, name: str, per_second: int) -> None:
+        self._counter = counter
+        self._name = name
+        self._limit = RateLimitItemPerSecond(per_second)
+
+    async def check(self, client: str) -> int | None:
+        """None if allowed (and counted), else the seconds to wait (for ``Retry-After``)."""
+        return await self._counter.hit(self._limit, self._name, client)

@@ -18,11 +18,12 @@ from moto.server import ThreadedMotoServer
 
 from assets.resources import ObjectStore, resources_for_home
 from ductwork import snapshots
-from ductwork.keys import KeyStore
+from ductwork.keys import GRANTABLE_SCOPES, KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, upstream_environment
 from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
 from serve.app import create_app
+from tests.helpers.redis_server import running_redis
 
 ROOT = Path(__file__).parent.parent
 UPSTREAM_KEY = "upstream-secret-key-for-tests"
@@ -149,6 +150,13 @@ def home_with_published_snapshot(synced_home: Path, home: Path) -> Path:
     return copy
 
 
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real Redis server on loopback for the session (no persistence): its ``redis://`` URL."""
+    with running_redis() as url:
+        yield url
+
+
 @dataclass(frozen=True)
 class ReadApi:
     """The read API on a real loopback server, with a key of every scope."""
@@ -162,6 +170,6 @@ class ReadApi:
 def read_api(synced_home: Path) -> Iterator[ReadApi]:
     """The read API over the synced data folder."""
     settings = HomeSettings(home=synced_home)
-    key = KeyStore(settings.keys_path).create("tests")
+    key = KeyStore(settings.keys_path).create("tests", list(GRANTABLE_SCOPES))
     with serving(create_app(settings, UNLIMITED)) as url:
         yield ReadApi(url, key, synced_home)

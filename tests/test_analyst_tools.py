@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 from pathlib import Path
 
 import dagster as dg
@@ -89,6 +90,70 @@ def test_analyst_views_agree_with_the_tables_they_summarise(synced_home: Path) -
         # A single sync: one stint per lead, no transitions yet.
         assert one("SELECT count(*) FROM lead_time_in_status") == one("SELECT count(*) FROM leads")
         assert one("SELECT count(*) FROM lead_status_transitions") == (0,)
+
+
+def test_sql_reads_no_file_writes_none_and_cannot_unlock_itself(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.csv"
+    secret.write_text("name\nsecret-marker-1234\n", encoding="utf-8")
+    written = tmp_path / "written.csv"
+    env = env_for(synced_home)
+    refused = {
+        "read a file": f"SELECT * FROM read_csv('{secret}')",
+        "read a file by name": f"SELECT * FROM '{secret}'",
+        "list files": f"SELECT * FROM glob('{tmp_path}/*')",
+        "write a file": f"COPY (SELECT 1 AS a) TO '{written}'",
+        "attach a database": f"ATTACH '{tmp_path / 'other.duckdb'}' AS other",
+        "export the database": f"EXPORT DATABASE '{tmp_path / 'dump'}'",
+        "turn access back on": "SET enable_external_access = true",
+        "unlock": "SET lock_configuration = false",
+        "install an extension": "INSTALL httpfs",
+        "load an extension": "LOAD httpfs",
+    }
+    for what, query in refused.items():
+        done = ductwork("sql", query, "--format", "csv", env=env, timeout=120)
+        assert done.returncode == 1, f"{what}: {done.stdout}{done.stderr}"
+        assert "secret-marker" not in done.stdout + done.stderr, what
+        assert done.stderr.startswith("ductwork: query failed:"), what
+        assert done.stderr.count("\n") == 1, f"{what}: {done.stderr}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.csv"]
+    # Parquet output goes through pyarrow, never through DuckDB's COPY.
+    out = tmp_path / "out.parquet"
+    copy = f"COPY (SELECT 1 AS a) TO '{written}' (FORMAT parquet)"
+    done = ductwork("sql", copy, "--format", "parquet", "--output", str(out), env=env)
+    assert done.returncode == 1 and not written.exists() and not out.exists(), done.stderr
+    # Plain queries work as before.
+    counted = ductwork("sql", "SELECT count(*) AS n FROM leads", "--format", "json", env=env)
+    assert counted.returncode == 0, counted.stderr
+    assert json.loads(counted.stdout) == [{"n": snapshot_counts(synced_home)["leads"]}]
+
+
+def test_sql_and_export_output_files_are_private_to_their_owner(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    env = env_for(synced_home)
+    for output in ("csv", "parquet"):
+        out = tmp_path / f"units.{output}"
+        done = ductwork(
+            "sql", "SELECT * FROM units", "--format", output, "--output", str(out), env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert stat.S_IMODE(out.stat().st_mode) == 0o600, output
+    exported = tmp_path / "export"
+    done = ductwork("export", "--to", str(exported), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    modes = {
+        str(path.relative_to(exported)): stat.S_IMODE(path.stat().st_mode)
+        for path in [exported, *exported.rglob("*")]
+    }
+    assert modes["manifest.json"] == 0o600 and modes["leads/data.parquet"] == 0o600
+    wrong = {
+        name: f"{mode:o}"
+        for name, mode in modes.items()
+        if mode != (0o700 if (exported / name).is_dir() else 0o600)
+    }
+    assert wrong == {}
 
 
 def test_docs_command_writes_the_dictionary_from_the_snapshot_catalog(

@@ -29,6 +29,13 @@ def test_the_lead_cursor_may_stay_or_move_forward_but_never_back() -> None:
     assert cursor_verdict(earlier, None).passed  # nothing to compare with yet
 
 
+def test_a_cursor_recorded_with_another_offset_is_compared_as_an_instant() -> None:
+    # 01:00+05:30 is 19:30Z the day before: as text it sorts after 2026-01-01T20:00Z.
+    before = {"cursor_created_date": "2026-01-02T01:00:00.000+0530", "cursor_id": "00Q2"}
+    later = {"cursor_created_date": "2026-01-01T20:00:00.000Z", "cursor_id": "00Q1"}
+    assert cursor_verdict(later, before).passed
+
+
 def test_a_full_listing_must_load_exactly_the_total_the_upstream_reported() -> None:
     assert completeness_verdict({"dagster/row_count": 5, "reported_total": 5}).passed
     short = completeness_verdict({"dagster/row_count": 4, "reported_total": 5})

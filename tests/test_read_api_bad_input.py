@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
+import httpx
 import pytest
 from yarl import URL
 
+from ductwork.contract.params import MAX_INTEGER
 from ductwork.contract.paths import (
     INTERNAL_DIGITAL_ASSETS,
     LEADS,
@@ -57,6 +59,19 @@ LIST_QUERIES = (
 )
 
 
+# ISO 8601's basic offset form: records may carry it, query parameters may not (contract).
+BASIC_OFFSET = "2024-01-01T00:00:00.000%2B0000"
+
+
+def test_a_date_time_parameter_with_a_basic_form_offset_is_a_400(read_api: ReadApi) -> None:
+    targets = [
+        f"{LEADS}?createdAfter={BASIC_OFFSET}",
+        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
+        f"{LEADS}?cursorCreatedDate={BASIC_OFFSET}&cursorId=00Q",
+    ]
+    assert asyncio.run(statuses(read_api.url, read_api.key, targets)) == [400, 400, 400]
+
+
 def bad_requests() -> list[str]:
     """Raw, already percent-encoded request targets."""
     targets = []
@@ -87,6 +102,8 @@ def bad_requests() -> list[str]:
         f"{LEADS}?cursorCreatedDate={SQL_LIKE}&cursorId=x",
         f"{LEADS}?cursorCreatedDate=2024-01-01T00:00:00Z",
         f"{LEADS}?createdAfter={SQL_LIKE}",
+        f"{LEADS}?createdAfter={BASIC_OFFSET}",
+        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
         f"{LEADS}?fields={SQL_LIKE}",
         f"{LEADS}?fields=Id,Id,%2F,,",
         f"{SUBMITTAL_DATA}?idu=",
@@ -126,3 +143,53 @@ def test_bad_input_gets_the_upstreams_own_answer(
     requests = [(target, {}) for target in bad_requests() if target.startswith(family)]
     assert requests
     compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        PRODUCTS_LIST,
+        WAREHOUSE_DIGITAL_ASSETS,
+        LEADS,
+        INTERNAL_DIGITAL_ASSETS,
+        "/healthz",
+        "/metrics",
+    ],
+)
+def test_every_405_names_get_in_its_allow_header_in_the_familys_style(
+    read_api: ReadApi, path: str
+) -> None:
+    headers = {"Authorization": f"Bearer {read_api.key}"}
+    with httpx.Client(headers=headers) as client:
+        for method in ("POST", "PUT", "PATCH", "DELETE", "TRACE"):
+            answer = client.request(method, f"{read_api.url}{path}")
+            assert answer.status_code == 405, (method, path)
+            assert answer.headers["allow"] == "GET", (method, path)
+            body = answer.json()
+            if path.startswith("/products"):
+                assert body["errors"][0]["code"] == "METHOD_NOT_ALLOWED"
+            elif path.startswith("/warehouse"):
+                assert body["success"] is False and body["errors"]
+            else:
+                assert body["type"] == "/problems/method-not-allowed"
+
+
+@pytest.mark.parametrize(
+    "path", [PRODUCTS_LIST, unit_path("ventilation"), PAIRINGS_LIST, WAREHOUSE_DIGITAL_ASSETS]
+)
+def test_the_largest_documented_page_is_answered_and_one_more_is_a_400(
+    read_api: ReadApi, path: str
+) -> None:
+    headers = {"Authorization": f"Bearer {read_api.key}"}
+    document = httpx.get(f"{read_api.url}/openapi.json", headers=headers).json()
+    parameters = document["paths"][path]["get"]["parameters"]
+    largest = next(p for p in parameters if p["name"] == "page")["schema"]["maximum"]
+    assert largest == MAX_INTEGER
+    for count in (1, 1000):
+        last = httpx.get(f"{read_api.url}{path}?page={largest}&count={count}", headers=headers)
+        assert last.status_code == 200, last.text[:300]
+        body = last.json()
+        pagination = body.get("pagination") or body["data"]["pagination"]
+        assert pagination["page"] == largest
+        beyond = httpx.get(f"{read_api.url}{path}?page={largest + 1}", headers=headers)
+        assert beyond.status_code == 400

@@ -29,7 +29,7 @@ def test_a_key_without_the_crm_scope_gets_403_problem_on_leads(read_api: ReadApi
 
 def test_a_revoked_key_gets_401_at_once(read_api: ReadApi) -> None:
     store = KeyStore(HomeSettings(home=read_api.home).keys_path)
-    key = store.create("short-lived")
+    key = store.create("short-lived", ["all"])
     url = f"{read_api.url}/products/v2.0/products"
     assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
     store.revoke("short-lived")
@@ -65,7 +65,8 @@ def test_readiness_reports_the_snapshot_and_is_503_before_the_first_publish(
 
 def test_metrics_count_answered_requests(read_api: ReadApi) -> None:
     httpx.get(f"{read_api.url}/products/v2.0/products")
-    text = httpx.get(f"{read_api.url}/metrics").text
+    ops = {"Authorization": f"Bearer {read_api.key}"}  # the key holds the ops scope
+    text = httpx.get(f"{read_api.url}/metrics", headers=ops).text
     assert 'ductwork_requests_total{family="products",status="401"}' in text
     assert "ductwork_snapshot_age_seconds" in text
 
@@ -135,10 +136,10 @@ def test_a_fault_in_the_short_path_is_answered_by_the_routes(
     path = "/products/v2.0/indoor-units?count=3&page=2"
     expected = httpx.get(read_api.url + path, headers={**headers, "If-None-Match": '"x"'})
 
-    def broken(*_: object) -> bytes:
+    async def broken(*_: object) -> bytes:
         raise RuntimeError("a fault in the short path")
 
-    monkeypatch.setattr(fast_answers, "_body", broken)
+    monkeypatch.setattr(fast_answers, "_read", broken)
     answered = httpx.get(read_api.url + path, headers=headers)
     assert (answered.status_code, answered.content) == (200, expected.content)
     assert answered.headers["x-request-id"]

@@ -104,7 +104,7 @@ def serve_run(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Se
     answered some; then ``/metrics`` until it counts them all or its deadline passes."""
     home = tmp_path_factory.mktemp("serve-home")
     home_with_published_snapshot(synced_home, home)
-    key = KeyStore(HomeSettings(home=home).keys_path).create("operations")
+    key = KeyStore(HomeSettings(home=home).keys_path).create("operations", ["catalog", "ops"])
     folder = tmp_path_factory.mktemp("serve-run")
     out, err, temp_dir = folder / "stdout", folder / "stderr", folder / "tmp"
     temp_dir.mkdir()
@@ -126,7 +126,8 @@ def serve_run(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Se
         deadline = time.monotonic() + METRICS_DEADLINE_S
         with httpx.Client(timeout=10.0) as client:
             while counted < sent and time.monotonic() < deadline:
-                counted = _products_counted(client.get(f"{url}/metrics").text)
+                metrics = client.get(f"{url}/metrics", headers=headers)
+                counted = _products_counted(metrics.text)
     return ServeRun(
         sent=sent,
         key=key,

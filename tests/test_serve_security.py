@@ -16,7 +16,7 @@ from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.contract.paths import Family, family_of
-from ductwork.keys import SCOPE_OF, SCOPES, KeyStore
+from ductwork.keys import OPS_SCOPE, SCOPE_OF, SCOPES, KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings
 from serve.app import create_app
@@ -48,7 +48,8 @@ def _template(path: str) -> str:
 
 
 def test_the_auth_matrix_covers_every_documented_path_that_needs_a_key(read_api: ReadApi) -> None:
-    documented = httpx.get(f"{read_api.url}/openapi.json").json()["paths"]
+    ops = {"Authorization": f"Bearer {read_api.key}"}
+    documented = httpx.get(f"{read_api.url}/openapi.json", headers=ops).json()["paths"]
     needing_key = {
         path.split("{")[0] + ("{}" if "{" in path else "")
         for path in documented
@@ -81,7 +82,7 @@ def assert_error_style(answer: httpx.Response, status: int, path: str) -> None:
 def matrix_keys(read_api: ReadApi) -> dict[str, str]:
     """A revoked key, and for each scope a key holding every scope but that one."""
     store = KeyStore(HomeSettings(home=read_api.home).keys_path)
-    revoked = store.create("matrix-revoked")
+    revoked = store.create("matrix-revoked", ["all"])
     store.revoke("matrix-revoked")
     keys = {"revoked": revoked}
     for scope in SCOPES:
@@ -137,7 +138,7 @@ def test_a_key_over_its_limit_gets_429_with_retry_after_while_another_key_is_ser
     read_api: ReadApi, strict_api: str, path: str
 ) -> None:
     store = KeyStore(HomeSettings(home=read_api.home).keys_path)
-    busy, other = store.create("busy"), store.create("other")
+    busy, other = store.create("busy", ["all"]), store.create("other", ["all"])
     passed, refused = first_refusal(f"{strict_api}{path}", {"Authorization": f"Bearer {busy}"})
     assert passed >= 3  # the limit itself is let through (more if a second went by)
     assert int(refused.headers["retry-after"]) >= 1
@@ -198,7 +199,7 @@ def test_access_log_and_error_bodies_never_hold_keys_tokens_or_lead_contacts(
 ) -> None:
     store = KeyStore(HomeSettings(home=read_api.home).keys_path)
     catalog_only = store.create("log-catalog-only", ["catalog"])
-    revoked = store.create("log-revoked")
+    revoked = store.create("log-revoked", ["all"])
     store.revoke("log-revoked")
     wrong = "dwk_wrong-token-that-must-not-be-logged"
     contacts = lead_contacts(read_api.home)
@@ -236,3 +237,48 @@ def _lead_ids(home: Path) -> list[str]:
     with duckdb.connect(str(snap.path), read_only=True) as con:
         rows = con.execute("SELECT id FROM lead_details WHERE found ORDER BY id LIMIT 3").fetchall()
     return [row[0] for row in rows]
+
+
+OPERATIONAL_PATHS = ("/metrics", "/docs", "/redoc", "/openapi.json")
+
+
+def test_operational_endpoints_answer_only_a_key_with_the_ops_scope(read_api: ReadApi) -> None:
+    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    every_data_scope = store.create("ops-all", ["all"])  # all: the four data scopes
+    assert OPS_SCOPE not in store.verify(every_data_scope).scopes
+    ops_only = store.create("ops-only", [OPS_SCOPE])
+    for path in OPERATIONAL_PATHS:
+        url = f"{read_api.url}{path}"
+        refused = httpx.get(url)
+        assert refused.status_code == 401, (path, refused.text[:200])
+        assert refused.headers["www-authenticate"] == "Bearer"
+        assert refused.headers["content-type"].startswith(PROBLEM_JSON)
+        assert refused.json()["type"] == "/problems/unauthorized"
+        lacking = httpx.get(url, headers={"Authorization": f"Bearer {every_data_scope}"})
+        assert lacking.status_code == 403, (path, lacking.text[:200])
+        assert lacking.json() == {
+            "type": "/problems/forbidden", "title": "Forbidden", "status": 403, "instance": path,
+        }  # fmt: skip
+        allowed = httpx.get(url, headers={"Authorization": f"Bearer {ops_only}"})
+        assert allowed.status_code == 200, (path, allowed.text[:200])
+    # The ops scope opens nothing else.
+    data = httpx.get(
+        f"{read_api.url}{paths.PRODUCTS_LIST}", headers={"Authorization": f"Bearer {ops_only}"}
+    )
+    assert data.status_code == 403
+    for path in ("/healthz", "/readyz"):
+        assert httpx.get(f"{read_api.url}{path}").status_code == 200
+
+
+def test_public_docs_serve_the_operational_endpoints_to_anyone_and_say_so(
+    read_api: ReadApi,
+) -> None:
+    public = ServeSettings(serve_public_docs=True)
+    with serving(create_app(HomeSettings(home=read_api.home), public)) as url:
+        for path in OPERATIONAL_PATHS:
+            assert httpx.get(f"{url}{path}").status_code == 200, path
+        metrics = httpx.get(f"{url}/openapi.json").json()["paths"]["/metrics"]["get"]
+    assert metrics["security"] == [] and "401" not in metrics["responses"]
+    ops = {"Authorization": f"Bearer {read_api.key}"}
+    guarded = httpx.get(f"{read_api.url}/openapi.json", headers=ops).json()
+    assert guarded["paths"]["/metrics"]["get"]["security"] == [{"bearerAuth": []}]

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -28,10 +24,10 @@ import pytest
 from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.keys import KeyStore
-from ductwork.local_server import HOST, free_socket
 from ductwork.settings import HomeSettings
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer
+from tests.helpers.serve_process import start_serve, stop_serve
 from tests.helpers.sync import mutate, sync
 
 ROOT = Path(__file__).parent.parent
@@ -70,54 +66,6 @@ def load_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
     """A sandbox of its own, mutated between the syncs."""
     with object_store.sandbox(4242) as handle:
         yield handle
-
-
-@dataclass(frozen=True)
-class RunningApi:
-    """``ductwork serve`` in a process group of its own."""
-
-    url: str
-    process: subprocess.Popen
-
-
-def start_serve(home: Path, workers: int) -> RunningApi:
-    """Start ``ductwork serve --workers N`` on a free port and wait until it is ready."""
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    sock.close()  # uvicorn binds it again; the kernel does not hand it out meanwhile in practice
-    env = {
-        **os.environ,
-        "DUCTWORK_HOME": str(home),
-        # The per-key limit is tested on its own; here the clients must never be refused.
-        "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
-    }
-    command = [sys.executable, "-m", "pipelines.cli", "serve"]
-    process = subprocess.Popen(
-        [*command, "--host", HOST, "--port", str(port), "--workers", str(workers)],
-        cwd=ROOT, env=env, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://{HOST}:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "ductwork serve exited during start-up"
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return RunningApi(url, process)
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    stop_serve(RunningApi(url, process))
-    raise AssertionError("ductwork serve did not become ready within 120 s")
-
-
-def stop_serve(api: RunningApi) -> None:
-    """Stop the server and its worker processes (its own process group only)."""
-    os.killpg(api.process.pid, signal.SIGTERM)
-    try:
-        api.process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(api.process.pid, signal.SIGKILL)
-        api.process.wait(timeout=30)
 
 
 def timed_get(
@@ -243,7 +191,7 @@ def test_two_workers_answer_every_request_from_one_snapshot_while_three_syncs_pu
 ) -> None:
     home = tmp_path
     sync(home, load_upstream, object_store)
-    key = KeyStore(HomeSettings(home=home).keys_path).create("load", None)
+    key = KeyStore(HomeSettings(home=home).keys_path).create("load", ["all"])
     api = start_serve(home, workers=2)
     record, stop = LoadRecord(), threading.Event()
     clients = [

@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
+import pytest
+
 from ductwork import snapshots
-from ductwork.settings import HomeSettings
+from ductwork.settings import HomeSettings, S3Settings
+from ductwork.snapshot_store import SnapshotStore, fetch_current
 from serve.live_snapshot import LiveSnapshot
+from tests.conftest import ObjectStoreServer
 
 
 def publish_fake(directory: Path, version: str, published_ago_s: float) -> Path:
@@ -93,3 +98,126 @@ def test_prune_removes_a_killed_publish_copy_at_once_but_keeps_one_being_written
     # Nobody publishes (the writer was killed): the copy goes, however young.
     assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [leftover]
     assert not leftover.exists()
+
+
+def as_snapshot(path: Path) -> snapshots.Snapshot:
+    """The snapshot a file written by ``publish_fake`` stands for."""
+    return snapshots.Snapshot(path.name[len(snapshots.PREFIX) : -len(snapshots.SUFFIX)], path)
+
+
+def store_at(object_store: ObjectStoreServer, prefix: str = "snapshots") -> SnapshotStore:
+    """A snapshot store in a bucket of its own (created by the first publish)."""
+    url = f"s3://retention-{uuid.uuid4().hex[:12]}/{prefix}"
+    return SnapshotStore.connect(url, S3Settings(s3_endpoint_url=object_store.endpoint_url))
+
+
+def stored_objects(store: SnapshotStore) -> dict[str, tuple[str, object]]:
+    """Every object under the store's prefix: key -> (ETag, LastModified)."""
+    listed = store._client.list_objects_v2(
+        Bucket=store.location.bucket, Prefix=store.location.prefix
+    )
+    return {item["Key"]: (item["ETag"], item["LastModified"]) for item in listed["Contents"]}
+
+
+def test_store_publishes_keep_every_version_replaced_within_the_grace_then_the_newest_three(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    store = store_at(object_store)
+    published = [
+        publish_fake(tmp_path, f"2026010{index}T000000000000Z-abcdef", 0) for index in range(1, 6)
+    ]
+    for path in published:
+        store.publish(as_snapshot(path))
+    # Every publish pruned with the default grace: all five were replaced moments ago.
+    snapshot_keys = [key for key in stored_objects(store) if key.endswith(snapshots.SUFFIX)]
+    assert len(snapshot_keys) == 5
+
+    removed = store.prune(keep=3, grace_s=0)
+
+    assert sorted(removed) == [store.location.key(path.name) for path in published[:2]]
+    assert store.read_pointer().name == published[-1].name
+
+
+def test_store_prune_never_deletes_the_version_the_pointer_names(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    store = store_at(object_store)
+    old, *newer = [publish_fake(tmp_path, f"v{index}", 0) for index in range(1, 4)]
+    for path in newer:
+        store.publish(as_snapshot(path))
+    store.publish(as_snapshot(old))  # rolled back to the oldest
+
+    removed = store.prune(keep=1, grace_s=0)
+
+    assert removed == [store.location.key(newer[0].name)]
+    assert store.read_pointer().name == old.name
+
+
+def test_a_confirm_only_store_publish_rewrites_the_pointer_and_nothing_else(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    store = store_at(object_store)
+    path = publish_fake(tmp_path, "v1", 0)
+    first = store.publish(as_snapshot(path))
+    before = stored_objects(store)
+
+    again = store.publish(as_snapshot(path))
+
+    after = stored_objects(store)
+    assert first.uploaded and not again.uploaded
+    assert after.keys() == before.keys()
+    assert after[first.key] == before[first.key]  # the file itself untouched
+    pointer = store.location.key(snapshots.POINTER)
+    assert after[pointer][1] >= before[pointer][1]
+
+
+def test_a_failed_upload_leaves_the_store_pointing_at_the_previous_snapshot(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    store = store_at(object_store)
+    good = publish_fake(tmp_path, "v1", 0)
+    store.publish(as_snapshot(good))
+    vanished = tmp_path / f"{snapshots.PREFIX}v2{snapshots.SUFFIX}"  # never written
+
+    with pytest.raises(FileNotFoundError):
+        store.publish(as_snapshot(vanished))
+
+    assert store.read_pointer().name == good.name
+    assert not any("v2" in key for key in stored_objects(store))
+
+
+def test_a_replica_folder_downloads_a_version_once_and_dates_its_pointer_as_the_store_does(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    store = store_at(object_store, prefix="deep/er")
+    source, replica = tmp_path / "publisher", tmp_path / "replica"
+    source.mkdir()
+    path = publish_fake(source, "v1", 0)
+    store.publish(as_snapshot(path))
+
+    fetched = fetch_current(store, replica)
+    inode = fetched.path.stat().st_ino
+    again = fetch_current(store, replica)
+
+    assert fetched.version == again.version == "v1"
+    assert again.path.read_bytes() == path.read_bytes()
+    assert again.path.stat().st_ino == inode  # not downloaded a second time
+    assert snapshots.confirmed_at(replica) == store.read_pointer().written_at
+    assert not list(replica.glob(f"{snapshots.STAGING_PREFIX}*"))
+
+
+def test_a_store_pointer_naming_no_snapshot_file_is_refused_and_nothing_is_written(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    store = store_at(object_store)
+    store.publish(as_snapshot(publish_fake(tmp_path, "v1", 0)))
+    store._client.put_object(
+        Bucket=store.location.bucket,
+        Key=store.location.key(snapshots.POINTER),
+        Body=b"../../outside.duckdb",
+    )
+    replica = tmp_path / "replica"
+
+    with pytest.raises(ValueError, match="names no snapshot"):
+        fetch_current(store, replica)
+    assert not replica.exists()

@@ -3,7 +3,7 @@
 CREATE TABLE IF NOT EXISTS leads (
     id                 VARCHAR PRIMARY KEY,
     created_at         TIMESTAMPTZ,
-    created_date_text  VARCHAR,          -- CreatedDate exactly as received (the cursor's first half)
+    created_date_text  VARCHAR,          -- CreatedDate exactly as received (the cursor: its UTC form)
     lead_number        VARCHAR,          -- LeadID__c
     status             VARCHAR,
     lead_source        VARCHAR,

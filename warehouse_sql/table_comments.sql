@@ -88,7 +88,7 @@ COMMENT ON COLUMN digital_asset_history.record_hash IS 'md5 of the record as rec
 COMMENT ON TABLE leads IS 'CRM lead list items, one row per lead Id (current state).';
 COMMENT ON COLUMN leads.id IS 'Lead Id.';
 COMMENT ON COLUMN leads.created_at IS 'CreatedDate.';
-COMMENT ON COLUMN leads.created_date_text IS 'CreatedDate exactly as received (the cursor''s first half).';
+COMMENT ON COLUMN leads.created_date_text IS 'CreatedDate exactly as received (the cursor holds it in UTC, milliseconds, Z).';
 COMMENT ON COLUMN leads.lead_number IS 'LeadID__c.';
 COMMENT ON COLUMN leads.status IS 'Status.';
 COMMENT ON COLUMN leads.lead_source IS 'LeadSource.';

@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS digital_assets (
     file_size_bytes  BIGINT,
     created_at       TIMESTAMPTZ,
     updated_at       TIMESTAMPTZ,
-    updated_at_text  VARCHAR,        -- updatedAt exactly as received (the bookmark's first half)
+    updated_at_text  VARCHAR,        -- updatedAt exactly as received (the bookmark: its UTC form)
     record           JSON NOT NULL,
     deleted_at       TIMESTAMPTZ,
     synced_at        TIMESTAMPTZ NOT NULL

@@ -10,9 +10,11 @@ from urllib.parse import quote
 import orjson
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_DATE_TIME = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+_RFC3339 = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:\d{2})$")
+# Values inside records may also carry ISO 8601's basic offset (``+0000``), as Salesforce
+# writes it; query parameters may not (the wire contract makes that a 400).
+_RECEIVED = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:?\d{2})$")
 
 
 def quote_sku(sku: str) -> str:
@@ -29,15 +31,25 @@ def format_datetime(moment: datetime) -> str:
 def parse_datetime(text: str) -> datetime:
     """Parse an RFC 3339 date-time with a time and an offset; raise ValueError otherwise.
 
-    Fractions longer than microseconds are truncated, which cannot change a strict
-    comparison against the millisecond timestamps the service emits.
+    This is the contract's rule for query parameters. Fractions longer than microseconds are
+    truncated, which cannot change a strict comparison against the millisecond timestamps the
+    service emits.
     """
-    match = _RFC3339.match(text)
+    return _parse(_RFC3339, text)
+
+
+def parse_received_datetime(text: str) -> datetime:
+    """Parse a date-time found in a record: RFC 3339, or with a ``+0000``-style offset."""
+    return _parse(_RECEIVED, text)
+
+
+def _parse(pattern: re.Pattern[str], text: str) -> datetime:
+    match = pattern.match(text)
     if match is None:
         raise ValueError(f"not an RFC 3339 date-time with time and offset: {text!r}")
     year, month, day, hour, minute, second, fraction, offset = match.groups()
     micro = int((fraction or "0")[:6].ljust(6, "0"))
-    zone = "+00:00" if offset in ("Z", "z") else offset
+    zone = "+00:00" if offset in ("Z", "z") else f"{offset[:3]}:{offset[-2:]}"
     base = f"{year}-{month}-{day}T{hour}:{minute}:{second}.{micro:06d}{zone}"
     try:
         return datetime.fromisoformat(base).astimezone(UTC)

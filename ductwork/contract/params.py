@@ -14,7 +14,10 @@ from ductwork.contract.errors import ApiError, invalid
 
 MAX_COUNT = 1000
 DEFAULT_COUNT = 100
-_INTEGER = re.compile(r"^-?[0-9]{1,18}$")
+# Integer parameters have at most this many digits, so every accepted value fits in 64 bits.
+MAX_DIGITS = 18
+MAX_INTEGER = 10**MAX_DIGITS - 1
+_INTEGER = re.compile(rf"^-?[0-9]{{1,{MAX_DIGITS}}}$")
 
 REL_TYPES: tuple[str, ...] = ("Pairing", "Standalone", "Combinations")
 

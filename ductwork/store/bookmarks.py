@@ -7,6 +7,7 @@ from typing import Any
 import duckdb
 
 from ductwork.contract.encoding import dumps, loads
+from ductwork.upstream.timestamps import canonical_or_received
 from warehouse_sql import read_sql
 
 
@@ -34,13 +35,16 @@ def resume_from(
     reset: bool,
     from_scratch: bool,
 ) -> tuple[str, str] | None:
-    """Where a run starts: the saved bookmark as a pair of its ``members``, or None.
+    """Where a run starts: the saved bookmark as a pair of its ``members`` (an instant, then an
+    id), or None.
 
-    ``reset`` forgets the bookmark first; ``from_scratch`` (a reconciliation) ignores it.
+    The instant comes back in the contract's form even when an earlier release saved it as
+    the upstream wrote it. ``reset`` forgets the bookmark first; ``from_scratch`` (a
+    reconciliation) ignores it.
     """
     if reset:
         clear_bookmark(con, stream)
     saved = read_bookmark(con, stream)
     if from_scratch or saved is None:
         return None
-    return (saved[members[0]], saved[members[1]])
+    return (canonical_or_received(saved[members[0]]), str(saved[members[1]]))

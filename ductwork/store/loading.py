@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ductwork.contract.encoding import dumps, parse_datetime
+from ductwork.contract.encoding import dumps, parse_received_datetime
 from ductwork.settings import SyncSettings, load
 from ductwork.store.bookmarks import read_bookmark, write_bookmark
 from ductwork.upstream.schema_drift import RecordShape
@@ -27,7 +27,7 @@ def timestamp_or_none(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return parse_datetime(value)
+        return parse_received_datetime(value)
     except ValueError:
         return None
 

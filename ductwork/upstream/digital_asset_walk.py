@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ductwork.contract.encoding import format_datetime, parse_datetime
+from ductwork.contract.encoding import format_datetime, parse_received_datetime
 from ductwork.contract.paths import WAREHOUSE_DIGITAL_ASSETS
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.list_reader import records_of, total_of
+from ductwork.upstream.timestamps import canonical_or_received
 
 PAGE = 1000
 Record = dict[str, Any]
@@ -29,13 +30,13 @@ Sink = Callable[[list[Record], Key | None], Awaitable[None]]
 
 
 def key_of(record: Record) -> Key:
-    """The bookmark of an asset: (updatedAt as received, assetId)."""
-    return (str(record.get("updatedAt") or ""), str(record["assetId"]))
+    """The bookmark of an asset: (updatedAt in the contract's form, assetId)."""
+    return (canonical_or_received(record.get("updatedAt")), str(record["assetId"]))
 
 
 def just_before(updated_at: str) -> str:
     """An ``updatedAfter`` that still includes assets updated exactly at ``updated_at``."""
-    return format_datetime(parse_datetime(updated_at) - timedelta(milliseconds=1))
+    return format_datetime(parse_received_datetime(updated_at) - timedelta(milliseconds=1))
 
 
 @dataclass
@@ -90,7 +91,7 @@ class PageWalkProgress:
         """Read back what ``as_json`` wrote."""
         start = saved.get("start")
         return cls(
-            start=None if start is None else (str(start[0]), str(start[1])),
+            start=None if start is None else (canonical_or_received(start[0]), str(start[1])),
             pages_done=int(saved.get("pagesDone", 0)),
             totals={int(total) for total in saved.get("totals", [])},
         )

@@ -2,7 +2,8 @@
 
 Thousands of leads can share one CreatedDate, so the cursor is always the pair; a walk hands
 each page to a sink together with the cursor after it, so the sink can commit both at once
-and a crash resumes at the last committed page.
+and a crash resumes at the last committed page. The cursor's CreatedDate is always in the
+contract's form, whatever form the upstream wrote it in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from ductwork.contract.paths import LEADS
 from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.timestamps import canonical_or_received
 
 PAGE = 1000
 Record = dict[str, Any]
@@ -22,8 +24,8 @@ Sink = Callable[[list[Record], Cursor], Awaitable[None]]
 
 
 def cursor_of(lead: Record) -> Cursor:
-    """The cursor that points just after this lead."""
-    return (str(lead["CreatedDate"]), str(lead["Id"]))
+    """The cursor that points just after this lead, its CreatedDate in the contract's form."""
+    return (canonical_or_received(lead.get("CreatedDate")), str(lead["Id"]))
 
 
 @dataclass

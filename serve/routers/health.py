@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ductwork.contract.encoding import dumps
+from serve.deps import require_ops
 
 router = APIRouter(tags=["operations"])
 
@@ -19,13 +20,18 @@ async def healthz() -> Response:
 @router.get(
     "/readyz",
     summary="A snapshot is loaded; its version and age",
-    responses={503: {"description": "No snapshot has been published yet."}},
+    responses={
+        503: {
+            "description": "No snapshot has been published yet (or, on a replica, fetched from "
+            "the object store and loaded yet)."
+        }
+    },
 )
 async def readyz(request: Request) -> Response:
     live = request.app.state.live
     state = live.get()
     if state is None:
-        body = {"status": "no snapshot published yet"}
+        body = {"status": "no snapshot loaded yet"}
         return Response(content=dumps(body), status_code=503, media_type="application/json")
     body = {
         "status": "ready",
@@ -36,7 +42,10 @@ async def readyz(request: Request) -> Response:
 
 
 @router.get(
-    "/metrics", summary="Prometheus metrics of every worker", response_class=PlainTextResponse
+    "/metrics",
+    summary="Prometheus metrics of every worker (a key with the ops scope, unless public)",
+    response_class=PlainTextResponse,
+    dependencies=[Depends(require_ops)],
 )
 async def metrics(request: Request) -> Response:
     live = request.app.state.live

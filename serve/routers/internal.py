@@ -31,9 +31,9 @@ def contractors(request: Request, state: SnapshotDep) -> Response:
 
 
 @router.get("/products/indoor-models", summary="Indoor models (no key; rate limited per client)")
-def indoor_models(request: Request, state: SnapshotDep) -> Response:
+async def indoor_models(request: Request, state: SnapshotDep) -> Response:
     client = request.client.host if request.client else "unknown"
-    wait = request.app.state.indoor_models_limit.check(client)
+    wait = await request.app.state.indoor_models_limit.check(client)
     if wait is not None:
         raise rate_limited(wait)
     return json_answer(request, state, state.small.indoor_models)

@@ -21,6 +21,7 @@ from ductwork.contract.paths import (
     WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
+from ductwork.upstream.timestamps import canonical_or_received
 from sandbox.server import SandboxHandle
 
 
@@ -146,7 +147,9 @@ def walk_requests(upstream: SandboxHandle, count: int, **query: str) -> list[Req
         page = get_json(upstream, LEADS, **params)["data"]
         if len(page) < count:
             return requests
-        params["cursorCreatedDate"] = page[-1]["CreatedDate"]
+        # A record may spell its date in a form query parameters do not accept (``+0000``);
+        # the walk sends it back in the contract's form, as the sync does.
+        params["cursorCreatedDate"] = canonical_or_received(page[-1]["CreatedDate"])
         params["cursorId"] = page[-1]["Id"]
 
 

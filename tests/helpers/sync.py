@@ -48,7 +48,7 @@ def metadata_by_asset(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
 def api_over(home: Path, key: str | None = None) -> Iterator[ReadApi]:
     """The read API over a data folder's current snapshot (with a new key unless given one)."""
     settings = HomeSettings(home=home)
-    key = key or KeyStore(settings.keys_path).create("tests")
+    key = key or KeyStore(settings.keys_path).create("tests", ["all"])
     with serving(create_app(settings, UNLIMITED)) as url:
         yield ReadApi(url, key, home)
 

@@ -93,7 +93,8 @@ def test_disk_filling_during_a_sync_fails_clearly_and_the_last_snapshot_keeps_se
 
     # Changes to write and publish (a run that changes nothing copies nothing).
     mutate(upstream, assets_updated=3_000, leads_added=500)
-    key = KeyStore(HomeSettings(home=home).keys_path).create("tests")  # while there is room
+    # The key is made while there is room.
+    key = KeyStore(HomeSettings(home=home).keys_path).create("tests", ["all"])
     ballast = fill(small_disk, LEFT_FREE)
     result = run_sync(home, upstream, object_store)
     assert not result.success

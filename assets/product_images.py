@@ -1,0 +1,180 @@
+"""pim-image-sync: the upstream's image job, then every product image copied into the bucket.
+
+Image URLs come from upstream records, so downloads go through the guard in
+``ductwork.upstream.image_fetch`` (allowed hosts, public addresses, same-host redirects,
+image content types, a size cap). One image that cannot be downloaded or uploaded is recorded
+and counted; the others still land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import dagster as dg
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from assets.ingest import fetch, ingest_asset, run_metadata
+from assets.resources import ImageSources, ObjectStore, UpstreamResource, open_warehouse
+from ductwork.contract.paths import PIM_IMAGE_SYNC, UNIT_SLUGS
+from ductwork.store.loading import Replacement, replace_rows
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.image_fetch import ImageFetcher, ImageRefused, image_key
+
+GROUP = "internal"
+IMAGE_SCHEMA = pa.schema(
+    [("source_url", pa.string()), ("sku", pa.string()), ("kind", pa.string()),
+     ("object_key", pa.string()), ("md5", pa.string()), ("size_bytes", pa.int64()),
+     ("status", pa.string()), ("error", pa.string()), ("synced_at", pa.timestamp("us", tz="UTC"))]
+)  # fmt: skip
+# The status of an image that did not land is "failed"; its error says at which stage.
+LANDED = ("uploaded", "unchanged")
+FAILURES = ("refused", "download_failed", "upload_failed")
+ERROR_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    """What the bucket holds for one image URL after an earlier run."""
+
+    md5: str
+    object_key: str
+
+
+def _failed(row: dict[str, Any], stage: str, exc: BaseException) -> dict[str, Any]:
+    """The row of an image that did not land, its error naming the stage and the reason."""
+    return {**row, "status": "failed", "stage": stage, "error": f"{stage}: {exc}"[:300]}
+
+
+async def mirror_images(
+    fetcher: ImageFetcher,
+    s3: Any,
+    bucket: str,
+    images: list[tuple[str, str, str | None]],
+    known: dict[str, Mirrored],
+    at_once: int,
+) -> list[dict[str, Any]]:
+    """Download every (sku, url, kind) image and upload those whose content changed to
+    ``bucket`` with the boto3 client ``s3``; one row per image, whatever happened to it.
+
+    At most ``at_once`` images are between the start of their download and the end of their
+    upload, so at most that many bodies (each under the size cap) are in memory.
+    """
+    slots = asyncio.Semaphore(at_once)
+
+    async def one(sku: str, url: str, kind: str | None) -> dict[str, Any]:
+        key = image_key(sku, url)
+        row: dict[str, Any] = {
+            "source_url": url, "sku": sku, "kind": kind, "object_key": key,
+            "md5": None, "size_bytes": None, "error": None, "synced_at": datetime.now(UTC),
+        }  # fmt: skip
+        async with slots:
+            try:
+                image = await fetcher.fetch(url)
+            except ImageRefused as exc:
+                return _failed(row, "refused", exc)
+            except Exception as exc:  # one bad image must not stop the others
+                return _failed(row, "download_failed", exc)
+            digest = hashlib.md5(image.body, usedforsecurity=False).hexdigest()
+            row.update(md5=digest, size_bytes=len(image.body))
+            if known.get(url) == Mirrored(digest, key):
+                return {**row, "status": "unchanged"}
+            try:
+                await asyncio.to_thread(
+                    s3.put_object,
+                    Bucket=bucket,
+                    Key=key,
+                    Body=image.body,
+                    ContentType=image.content_type,
+                )
+            except Exception as exc:  # nor must one failed upload
+                return _failed(row, "upload_failed", exc)
+            return {**row, "status": "uploaded"}
+
+    return list(await asyncio.gather(*(one(*image) for image in images)))
+
+
+def _without_query(url: str) -> str:
+    return urlsplit(url)._replace(query="", fragment="").geturl()
+
+
+def image_metadata(rows: list[dict[str, Any]]) -> dict[str, int | str]:
+    """Counts per status, and the first few reasons images did not land."""
+    counts = Counter(row.get("stage", row["status"]) for row in rows)
+    # Without the query: a signed image URL's token stays out of the metadata.
+    problems = [
+        f"{_without_query(row['source_url'])}: {row['error']}" for row in rows if row["error"]
+    ]
+    return {
+        **{name: counts[name] for name in (*LANDED, *FAILURES)},
+        "failed": sum(counts[stage] for stage in FAILURES),
+        "bytes_downloaded": sum(row["size_bytes"] or 0 for row in rows),
+        "first_errors": "\n".join(problems[:ERROR_SAMPLES]),
+    }
+
+
+@ingest_asset(
+    group=GROUP,
+    kinds={"api", "s3", "duckdb"},
+    deps=[slug.replace("-", "_") for slug in UNIT_SLUGS],
+    description=(
+        "pim-image-sync: starts the upstream's job (waiting out its 429 cooldown), then copies "
+        "every product image into the bucket as images/<percent-encoded sku>/<sha256 of the "
+        "URL><extension>, skipping unchanged content. Downloads only from DUCTWORK_IMAGE_HOSTS "
+        "(public addresses unless listed), image types only, at most DUCTWORK_IMAGE_MAX_BYTES; "
+        "an image that fails is recorded and counted, the others still land."
+    ),
+)
+def product_images(
+    context: dg.AssetExecutionContext,
+    upstream: UpstreamResource,
+    object_store: ObjectStore,
+    image_sources: ImageSources,
+    warehouse: DuckDBResource,
+) -> dg.MaterializeResult:
+    """Run the image sync and record what happened to each image in ``product_images``."""
+    policy = image_sources.policy(upstream.base_url)
+    s3 = object_store.client()
+    with open_warehouse(warehouse) as con:
+        images = con.execute(
+            "SELECT DISTINCT u.sku, img ->> 'url', img ->> 'kind' "
+            "FROM units AS u, unnest(CAST(u.record -> 'images' AS JSON[])) AS t(img) "
+            "WHERE img ->> 'url' IS NOT NULL ORDER BY 1, 2"
+        ).fetchall()
+        known = {
+            url: Mirrored(md5, key)
+            for url, md5, key in con.execute(
+                "SELECT source_url, md5, object_key FROM product_images "
+                "WHERE status IN ('uploaded', 'unchanged')"
+            ).fetchall()
+        }
+        context.log.info("mirroring %d product images", len(images))
+
+        async def run(client: UpstreamClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            job = await client.get_json(PIM_IMAGE_SYNC)
+            async with ImageFetcher(
+                policy, concurrency=upstream.concurrency, timeout_s=upstream.timeout_s
+            ) as fetcher:
+                rows = await mirror_images(
+                    fetcher, s3, object_store.bucket, images, known, client.concurrency
+                )
+            return job, rows
+
+        fetched = fetch(upstream, run)
+        job, rows = fetched.value
+        table = pa.Table.from_pylist(rows, schema=IMAGE_SCHEMA)
+        replace_rows(con, Replacement("product_images", table))
+    summary = image_metadata(rows)
+    if summary["failed"]:
+        context.log.warning("%d of %d product images did not land", summary["failed"], len(rows))
+    return dg.MaterializeResult(
+        metadata=run_metadata(
+            fetched, len(rows), **summary, upstream_job_id=str(job.get("jobId", ""))
+        )
+    )

@@ -1,0 +1,92 @@
+"""``ductwork serve`` as operators start it: a process group of its own on a free port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from ductwork.local_server import HOST, free_socket
+
+ROOT = Path(__file__).parent.parent.parent  # the repository
+READY_LIMIT_S = 120.0
+
+
+@dataclass(frozen=True)
+class RunningApi:
+    """``ductwork serve`` in a process group of its own."""
+
+    url: str
+    process: subprocess.Popen
+
+
+def start_serve(
+    home: Path,
+    workers: int,
+    settings: dict[str, str] | None = None,
+    stdout: IO[bytes] | None = None,
+) -> RunningApi:
+    """Start ``ductwork serve --workers N`` on a free port over ``home`` and wait until it is
+    ready. ``settings`` are extra ``DUCTWORK_*`` variables; ``stdout`` takes its access log.
+
+    Unless ``settings`` say otherwise, the per-key limit is high enough never to refuse."""
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()  # uvicorn binds it again; the kernel does not hand it out meanwhile in practice
+    env = {
+        **os.environ,
+        "DUCTWORK_HOME": str(home),
+        "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
+        **(settings or {}),
+    }
+    command = [sys.executable, "-m", "pipelines.cli", "serve"]
+    process = subprocess.Popen(
+        [*command, "--host", HOST, "--port", str(port), "--workers", str(workers)],
+        cwd=ROOT, env=env, start_new_session=True, stdout=stdout,
+    )  # fmt: skip
+    url = f"http://{HOST}:{port}"
+    deadline = time.monotonic() + READY_LIMIT_S
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "ductwork serve exited during start-up"
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return RunningApi(url, process)
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    stop_serve(RunningApi(url, process))
+    raise AssertionError(f"ductwork serve did not become ready within {READY_LIMIT_S:.0f} s")
+
+
+def stop_serve(api: RunningApi) -> None:
+    """Stop the server and its worker processes (its own process group only)."""
+    os.killpg(api.process.pid, signal.SIGTERM)
+    try:
+        api.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(api.process.pid, signal.SIGKILL)
+        api.process.wait(timeout=30)
+
+
+@contextmanager
+def serving_process(
+    home: Path,
+    workers: int,
+    settings: dict[str, str] | None = None,
+    stdout: IO[bytes] | None = None,
+) -> Iterator[RunningApi]:
+    """``start_serve`` for the block; stopped on leaving."""
+    api = start_serve(home, workers, settings, stdout)
+    try:
+        yield api
+    finally:
+        stop_serve(api)

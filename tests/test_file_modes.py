@@ -1,0 +1,113 @@
+"""The data folder after real commands: nothing in it readable by other local users, or by
+one named group only; a folder an earlier release left readable is tightened."""
+
+from __future__ import annotations
+
+import grp
+import os
+import stat
+from pathlib import Path
+
+from ductwork.file_modes import FileModes, tighten_home
+from sandbox.server import SandboxHandle
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
+from tests.helpers.cli import ductwork, sync_env
+
+
+def modes_under(home: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``home`` (itself included): its permission bits and gid."""
+    found = {".": (stat.S_IMODE(home.stat().st_mode), home.stat().st_gid)}
+    for path in home.rglob("*"):
+        info = path.lstat()
+        if not stat.S_ISLNK(info.st_mode):
+            found[str(path.relative_to(home))] = (stat.S_IMODE(info.st_mode), info.st_gid)
+    return found
+
+
+def wrong_modes(home: Path, file_mode: int, dir_mode: int, gid: int | None) -> dict[str, str]:
+    """The entries whose mode (or group, when one is asked for) breaks the rule."""
+    wrong = {}
+    for name, (mode, owner_group) in modes_under(home).items():
+        expected = dir_mode if (home / name).is_dir() else file_mode
+        if mode != expected or (gid is not None and owner_group != gid):
+            wrong[name] = f"{mode:o} gid {owner_group}, expected {expected:o}"
+    return wrong
+
+
+def a_group_to_share_with() -> grp.struct_group:
+    """A group other than the user's own where the user may choose one (root may choose any)."""
+    if os.geteuid() == 0:
+        others = [g for g in grp.getgrall() if g.gr_gid != os.getgid()]
+        return next((g for g in others if g.gr_name == "daemon"), others[0])
+    extra = [gid for gid in os.getgroups() if gid != os.getgid()]
+    return grp.getgrgid(extra[0] if extra else os.getgid())
+
+
+def test_a_synced_and_published_data_folder_is_private_to_its_owner(
+    upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    env = sync_env(home, upstream, object_store, UPSTREAM_KEY)
+    done = ductwork("sync", "--select", "group:catalog", env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    made = ductwork("keys", "create", "analyst", "--scope", "catalog", env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    found = modes_under(home)
+    # The rule covers every kind of file the folder holds.
+    for name in [
+        "warehouse.duckdb", "warehouse.lease", "api-keys.json", "snapshots/CURRENT",
+        "snapshots/WAREHOUSE-STAMP", "dagster/dagster.yaml", "dagster/storage",
+    ]:  # fmt: skip
+        assert name in found, sorted(found)
+    assert any(name.startswith("snapshots/snapshot-") for name in found)
+    assert any(name.endswith(".db") for name in found), "the instance's SQLite storage"
+    assert wrong_modes(home, 0o600, 0o700, None) == {}
+
+
+def test_a_folder_an_earlier_release_left_readable_is_tightened_to_the_file_group(
+    synced_home: Path, upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home_with_published_snapshot(synced_home, home)
+    (home / "api-keys.json").write_text('{"keys": []}', encoding="utf-8")
+    for path in [home, *home.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # as releases before the rule made them
+    group = a_group_to_share_with()
+    env = {
+        **sync_env(home, upstream, object_store, UPSTREAM_KEY),
+        "DUCTWORK_FILE_GROUP": group.gr_name,
+    }
+    done = ductwork("sync", "--select", "group:catalog", env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "dagster/dagster.yaml" in modes_under(home)
+    # Files 0640, folders 2750 (new files inherit the folder's group), all of that group.
+    assert wrong_modes(home, 0o640, 0o2750, group.gr_gid) == {}
+
+
+def test_an_unknown_file_group_is_a_one_line_error(tmp_path: Path) -> None:
+    env = {**os.environ, "DUCTWORK_HOME": str(tmp_path), "DUCTWORK_FILE_GROUP": "no-such-group-x"}
+    done = ductwork("keys", "list", env=env, timeout=120)
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == "ductwork: DUCTWORK_FILE_GROUP names no group on this host: no-such-group-x\n"
+    )
+
+
+def test_the_whole_folder_is_walked_once_per_rule_then_only_its_top(tmp_path: Path) -> None:
+    deep = tmp_path / "dagster" / "storage" / "run" / "compute.log"
+    deep.parent.mkdir(parents=True)
+    deep.write_text("x", encoding="utf-8")
+    pointer = tmp_path / "snapshots" / "CURRENT"
+    pointer.parent.mkdir()
+    pointer.write_text("x", encoding="utf-8")
+    private = FileModes()
+    assert tighten_home(tmp_path, private) > 0
+    assert wrong_modes(tmp_path, 0o600, 0o700, None) == {}
+    deep.chmod(0o644)
+    pointer.chmod(0o644)
+    assert tighten_home(tmp_path, private) == 1  # the pointer; the deep file waits
+    assert stat.S_IMODE(deep.stat().st_mode) == 0o644
+    shared = FileModes(a_group_to_share_with().gr_gid)
+    tighten_home(tmp_path, shared)  # another rule: the whole folder again
+    assert wrong_modes(tmp_path, 0o640, 0o2750, shared.gid) == {}

@@ -1,0 +1,275 @@
+"""Rate limits: counted in Redis across workers and replicas, checked before any record is read,
+by the address a trusted proxy names, and still enforced per process when Redis is down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from ductwork.contract import paths
+from ductwork.keys import KeyStore
+from ductwork.local_server import free_socket, serving
+from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
+from serve.app import create_app
+from tests.conftest import home_with_published_snapshot
+from tests.helpers.serve_process import RunningApi, serving_process
+
+BURST_LIMIT = 40  # requests per key per second
+BURST_ATTEMPTS = 3  # a burst slower than the window proves nothing: try again with a new key
+WINDOW_S = 1.0
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def replica_home(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder holding only a published snapshot, as a read-API replica has."""
+    home = tmp_path_factory.mktemp("replica")
+    home_with_published_snapshot(synced_home, home)
+    return home
+
+
+def new_key(home: Path, name: str) -> str:
+    return KeyStore(HomeSettings(home=home).keys_path).create(name, ["all"])
+
+
+WARM_CONNECTIONS = 12  # per process, opened at once: enough for both workers to accept some
+WARM_ROUNDS = 3
+LOG_WAIT_S = 10.0
+ONE = httpx.Limits(max_connections=1, max_keepalive_connections=1)  # a client is a connection
+
+
+def logged_pids(access_logs: list[Path], request_ids: set[str]) -> dict[str, int]:
+    """The worker pid that answered each of ``request_ids``, from the access logs (waiting,
+    bounded, for the lines to be written)."""
+    deadline = time.monotonic() + LOG_WAIT_S
+    while True:
+        found = {
+            entry["request_id"]: entry["pid"]
+            for log in access_logs
+            for line in log.read_text(encoding="utf-8").splitlines()
+            if line.startswith("{") and (entry := json.loads(line))["request_id"] in request_ids
+        }
+        if len(found) == len(request_ids) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+async def connections_to_every_worker(
+    urls: list[str], access_logs: list[Path], workers: int
+) -> list[httpx.AsyncClient]:
+    """One open keep-alive connection to each worker behind each of ``urls``.
+
+    A worker keeps the connections it accepted; which one accepts is the kernel's choice, so
+    connections are opened at once in rounds, and the access log says who answered each."""
+    chosen: dict[int, httpx.AsyncClient] = {}
+    opened: list[httpx.AsyncClient] = []
+    for round_ in range(WARM_ROUNDS):
+        batch = {
+            f"warm-{round_}-{n}-{i}": httpx.AsyncClient(base_url=url, limits=ONE, timeout=30)
+            for n, url in enumerate(urls)
+            for i in range(WARM_CONNECTIONS)
+        }
+        opened += batch.values()
+        await asyncio.gather(
+            *(
+                client.get("/healthz", headers={"X-Request-ID": rid})
+                for rid, client in batch.items()
+            )
+        )
+        for rid, pid in logged_pids(access_logs, set(batch)).items():
+            chosen.setdefault(pid, batch[rid])
+        if len(chosen) == len(urls) * workers:
+            break
+    for client in opened:
+        if client not in chosen.values():
+            await client.aclose()
+    return list(chosen.values())
+
+
+@dataclass(frozen=True)
+class Burst:
+    """What one burst got back."""
+
+    answers: list[httpx.Response]
+    request_ids: set[str]
+    elapsed_s: float
+
+
+async def send_burst(
+    connections: list[httpx.AsyncClient], paths_: list[str], key: str, count: int, tag: str
+) -> Burst:
+    """``count`` GETs spread evenly over ``connections`` (each sends its share in a row, all
+    connections at once), alternating between ``paths_``."""
+
+    async def share(index: int, client: httpx.AsyncClient) -> list[httpx.Response]:
+        answers = []
+        for n in range(index, count, len(connections)):
+            headers = {**bearer(key), "X-Request-ID": f"{tag}-{n}"}
+            answers.append(await client.get(paths_[n % len(paths_)], headers=headers))
+        return answers
+
+    started = time.monotonic()
+    shares = await asyncio.gather(*(share(i, c) for i, c in enumerate(connections)))
+    elapsed = time.monotonic() - started
+    ids = {f"{tag}-{n}" for n in range(count)}
+    return Burst([answer for part in shares for answer in part], ids, elapsed)
+
+
+def test_a_keys_limit_holds_across_two_serve_processes_of_two_workers_each(
+    replica_home: Path, redis_url: str, tmp_path: Path
+) -> None:
+    settings = {
+        "DUCTWORK_RATE_LIMIT_URL": redis_url,
+        "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": str(BURST_LIMIT),
+    }
+    keys = [new_key(replica_home, f"burst-{attempt}") for attempt in range(BURST_ATTEMPTS)]
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    # The short path counts the product pages, the routes count the lead pages.
+    targets = [f"{paths.PRODUCTS_LIST}?count=1", f"{paths.LEADS}?count=1"]
+
+    async def burst_until_one_fits(urls: list[str]) -> tuple[Burst, int]:
+        connections = await connections_to_every_worker(urls, logs, workers=2)
+        try:
+            for attempt, key in enumerate(keys):
+                burst = await send_burst(connections, targets, key, 2 * BURST_LIMIT, f"b{attempt}")
+                if burst.elapsed_s < WINDOW_S:
+                    return burst, len(connections)
+            pytest.fail(f"no burst of {2 * BURST_LIMIT} fitted in {WINDOW_S} s")
+        finally:
+            for client in connections:
+                await client.aclose()
+
+    with (
+        logs[0].open("wb") as first_log,
+        logs[1].open("wb") as second_log,
+        serving_process(replica_home, 2, settings, first_log) as first,
+        serving_process(replica_home, 2, settings, second_log) as second,
+    ):
+        burst, workers_reached = asyncio.run(burst_until_one_fits([first.url, second.url]))
+        answered_by = logged_pids(logs, burst.request_ids)
+    assert workers_reached == 4 and len(set(answered_by.values())) == 4, answered_by
+    statuses = [answer.status_code for answer in burst.answers]
+    assert set(statuses) <= {200, 429}, statuses
+    assert BURST_LIMIT <= statuses.count(200) <= BURST_LIMIT * 1.1, statuses
+    for refused in (answer for answer in burst.answers if answer.status_code == 429):
+        assert int(refused.headers["Retry-After"]) >= 1
+        problem = refused.json()  # the products envelope, or the CRM family's problem
+        assert problem.get("errors") or problem.get("type") == "/problems/rate-limited"
+
+
+@dataclass(frozen=True)
+class InProcessApi:
+    """An app served on loopback in this process, so its state can be looked at."""
+
+    app: FastAPI
+    url: str
+    key: str
+
+
+@pytest.fixture
+def strict_app(replica_home: Path) -> Iterator[InProcessApi]:
+    """A fresh app over the replica's snapshot with a key limit of 2 a second."""
+    key = new_key(replica_home, "strict")
+    limits = ServeSettings(serve_key_requests_per_second=2)
+    app = create_app(HomeSettings(home=replica_home), limits)
+    with serving(app) as url:
+        yield InProcessApi(app, url, key)
+
+
+def calls_until_refused(url: str, key: str, expected: int, tries: int = 20) -> int:
+    """How many calls answered ``expected`` before the first 429."""
+    with httpx.Client(headers=bearer(key), timeout=30) as client:
+        for passed in range(tries):
+            answer = client.get(url)
+            if answer.status_code == 429:
+                return passed
+            assert answer.status_code == expected, answer.text[:300]
+    raise AssertionError(f"no 429 in {tries} calls to {url}")
+
+
+def test_a_request_over_the_limit_reads_no_record(strict_app: InProcessApi) -> None:
+    assets = strict_app.app.state.live.get().digital_assets
+    assert assets.cache.get(0) is None  # nothing read yet
+    calls_until_refused(f"{strict_app.url}{paths.PRODUCTS_LIST}?count=1", strict_app.key, 200)
+    page = f"{strict_app.url}{paths.WAREHOUSE_DIGITAL_ASSETS}?count=10"
+    refused = httpx.get(page, headers=bearer(strict_app.key))
+    assert refused.status_code == 429
+    assert refused.headers["content-type"].startswith("application/json")
+    assert assets.cache.get(0) is None, "the page was read for a request refused anyway"
+    # Once the window moves on, the same request is served and reads the records it shows.
+    deadline = time.monotonic() + 5 * WINDOW_S
+    while httpx.get(page, headers=bearer(strict_app.key)).status_code == 429:
+        assert time.monotonic() < deadline, "still refused after the window passed"
+    assert assets.cache.get(0) is not None
+
+
+def test_a_lookup_the_short_path_hands_to_the_routes_counts_once(strict_app: InProcessApi) -> None:
+    missing = f"{strict_app.url}{paths.UNITS_RESOLVER}/NO-SUCH-SKU"
+    assert calls_until_refused(missing, strict_app.key, 404) >= 2
+
+
+def run_serve(home: Path, settings: dict[str, str]) -> AbstractContextManager[RunningApi]:
+    """``ductwork serve`` with one worker and 2 key-less indoor-models calls a second."""
+    return serving_process(home, 1, {"DUCTWORK_SERVE_INDOOR_MODELS_PER_SECOND": "2", **settings})
+
+
+def indoor_models(url: str, forwarded_for: list[str]) -> list[int]:
+    """The statuses of one key-less call per ``X-Forwarded-For`` value, in a quick row."""
+    with httpx.Client(timeout=30) as client:
+        return [
+            client.get(f"{url}{paths.INDOOR_MODELS}", headers={"X-Forwarded-For": sent}).status_code
+            for sent in forwarded_for
+        ]
+
+
+def test_forwarded_for_counts_only_from_a_trusted_proxy(replica_home: Path) -> None:
+    distinct = [f"203.0.113.{n}" for n in range(1, 7)]
+    with run_serve(replica_home, {}) as untrusted:
+        statuses = indoor_models(untrusted.url, distinct)
+    # The loopback peer is no trusted proxy: every call counts against 127.0.0.1.
+    assert statuses[:2] == [200, 200] and 429 in statuses, statuses
+    with run_serve(replica_home, {"DUCTWORK_TRUSTED_PROXIES": '["127.0.0.0/8"]'}) as behind:
+        assert indoor_models(behind.url, distinct) == [200] * len(distinct)
+        same = indoor_models(behind.url, ["198.51.100.7"] * 4)
+    assert same[:2] == [200, 200] and 429 in same, same
+
+
+def test_trusted_proxies_that_are_no_address_are_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DUCTWORK_TRUSTED_PROXIES", '["10.0.0.0/8", "proxy.internal"]')
+    with pytest.raises(SettingsError, match="DUCTWORK_TRUSTED_PROXIES"):
+        load(ServeSettings)
+
+
+def test_with_redis_unreachable_limits_hold_per_process_with_a_warning_and_a_metric(
+    replica_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with free_socket() as sock:  # a port nothing listens on
+        port = sock.getsockname()[1]
+    password = "redis-password-never-logged"
+    limits = ServeSettings(
+        serve_key_requests_per_second=3, rate_limit_url=f"redis://:{password}@127.0.0.1:{port}/0"
+    )
+    key = new_key(replica_home, "redis-down")
+    app = create_app(HomeSettings(home=replica_home), limits)
+    with caplog.at_level(logging.WARNING, logger="ductwork.serve"), serving(app) as url:
+        passed = calls_until_refused(f"{url}{paths.PRODUCTS_LIST}?count=1", key, 200)
+    assert passed >= 3
+    errors = app.state.metrics.registry.get_sample_value("ductwork_rate_limit_store_errors_total")
+    assert errors is not None and errors >= 1
+    assert "rate limits counted per process" in caplog.text
+    assert password not in caplog.text
