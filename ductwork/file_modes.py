@@ -183,10 +183,12 @@ def tighten_home(home: Path, modes: FileModes) -> int:
 
 
 def secure_home(home: Path) -> FileModes:
-    """What every command that writes the data folder does first: set the process's mask,
-    create ``home`` privately when missing, and tighten what an earlier release left readable."""
+    """What every command that writes the data folder does first: set the process's mask and
+    tighten what an earlier release left readable. A missing ``home`` is left to be created by
+    whoever first writes it (under the mask, so privately): a command that stops before writing
+    anything, such as a demo refusing a taken port, leaves nothing behind."""
     modes = current()
     modes.apply_umask()
-    modes.make_private_dir(home)
-    tighten_home(home, modes)
+    if home.exists():
+        tighten_home(home, modes)
     return modes

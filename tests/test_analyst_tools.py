@@ -228,7 +228,7 @@ def test_export_to_a_missing_bucket_or_a_bad_url_fails_clearly(
 ) -> None:
     env = env_for(synced_home, DUCTWORK_S3_ENDPOINT_URL=object_store.endpoint_url)
     bad = ductwork("export", "--to", "s3:///no-bucket", env=env)
-    assert bad.returncode == 2 and "s3://bucket/prefix" in bad.stderr
+    assert bad.returncode == 2 and "s3://BUCKET/PREFIX" in bad.stderr
     missing = ductwork("export", "--to", "s3://no-such-bucket-here/x", env=env)
     assert missing.returncode == 1 and "object store" in missing.stderr
     assert "Traceback" not in missing.stderr

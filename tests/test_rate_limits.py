@@ -46,7 +46,7 @@ def new_key(home: Path, name: str) -> str:
 
 
 WARM_CONNECTIONS = 12  # per process, opened at once: enough for both workers to accept some
-WARM_ROUNDS = 3
+WARM_ROUNDS = 20  # a worker still starting up under load accepts nothing yet
 LOG_WAIT_S = 10.0
 ONE = httpx.Limits(max_connections=1, max_keepalive_connections=1)  # a client is a connection
 

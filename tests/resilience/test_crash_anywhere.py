@@ -149,7 +149,12 @@ class SyncTrials:
                 process.wait(timeout=RUN_LIMIT_S)
         holder = lease_beside(HomeSettings(home=self.home).warehouse_path).holder()
         run_id = holder.run_id if holder is not None and holder.pid == process.pid else None
-        ended = SyncEnded(returncode == -signal.SIGKILL, returncode, run_id, tail(log))
+        killed = returncode == -signal.SIGKILL
+        if killed and run_id is not None and run_status(self.home, run_id) is SUCCESS:
+            # The kill landed after the run had recorded its success, while the process printed
+            # its summary or shut down: no run was interrupted, so none is left to recover.
+            return SyncEnded(False, returncode, run_id, tail(log))
+        ended = SyncEnded(killed, returncode, run_id, tail(log))
         if ended.killed:
             assert run_id is not None, f"killed before it took the warehouse lease:\n{ended.output}"
             self.killed_runs.append(run_id)
@@ -243,6 +248,16 @@ def instance_of(home: Path) -> Iterator[dg.DagsterInstance]:
     dagster_home = HomeSettings(home=home).dagster_home
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         yield instance
+
+
+SUCCESS = dg.DagsterRunStatus.SUCCESS
+
+
+def run_status(home: Path, run_id: str) -> dg.DagsterRunStatus | None:
+    """The status the data folder's instance records for ``run_id``."""
+    with instance_of(home) as instance:
+        run = instance.get_run_by_id(run_id)
+    return None if run is None else run.status
 
 
 def pool_claims(home: Path) -> list[tuple[str, str]]:
