@@ -35,6 +35,12 @@ def stop_signal_received() -> int | None:
     return _received[0] if _received else None
 
 
+def stopping() -> bool:
+    """Whether the run being watched received a stop signal (never outside a watch, so a
+    long-lived process is not stopped by a signal an earlier watch noted)."""
+    return _pipe is not None and stop_signal_received() is not None
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     stop_signal_received()
     if len(_received) > 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable
 
@@ -10,6 +11,7 @@ import pytest
 
 from ductwork.contract.encoding import dumps, loads
 from ductwork.local_server import serving
+from ductwork.stop_signals import WatchStopSignals
 from ductwork.upstream.client import (
     RetryRules,
     UpstreamAuthError,
@@ -71,6 +73,18 @@ def test_client_retries_server_errors_and_dropped_connections_then_succeeds() ->
     assert client.stats.retries == 3
     assert client.stats.server_errors == 2
     assert client.stats.dropped_connections == 1
+
+
+def test_a_noted_stop_signal_stops_the_client_before_its_next_request() -> None:
+    # A run's own interrupt can be lost (Python only prints one raised in a weakref callback);
+    # the client then stops at its next request instead of fetching on.
+    upstream = ScriptedUpstream(lambda n, _: OK)
+    with serving(upstream) as url, WatchStopSignals():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)  # the watch's own interrupt, caught here
+        with pytest.raises(KeyboardInterrupt):
+            fetch(url)
+    assert upstream.seen == []
 
 
 def test_client_waits_at_least_retry_after_on_429() -> None:

@@ -25,6 +25,7 @@ import aiohttp
 from yarl import URL
 
 from ductwork.contract.encoding import loads
+from ductwork.stop_signals import stopping
 
 log = logging.getLogger("ductwork.upstream")
 
@@ -168,6 +169,10 @@ class UpstreamClient:
         query = {name: str(value) for name, value in (params or {}).items()} or None
         tally = _Tally()
         while True:
+            if stopping():
+                # The run's own interrupt for that signal can be lost (raised inside a weakref
+                # callback or a destructor, Python only prints it): stop here instead.
+                raise KeyboardInterrupt
             async with self._in_flight:
                 self.stats.requests += 1
                 try:
