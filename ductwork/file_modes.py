@@ -182,6 +182,15 @@ def tighten_home(home: Path, modes: FileModes) -> int:
     return changed
 
 
+def fsync(path: Path) -> None:
+    """Flush a file, or a folder's entries (a rename into it), to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def secure_home(home: Path) -> FileModes:
     """What every command that writes the data folder does first: set the process's mask and
     tighten what an earlier release left readable. A missing ``home`` is left to be created by

@@ -152,7 +152,7 @@ class KeyStore:
             os.replace(tmp, self.path)
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_folder(self.path.parent)
+        file_modes.fsync(self.path.parent)
         self._stamp = None
 
 
@@ -168,11 +168,3 @@ def granted_scopes(scopes: Sequence[str]) -> list[str]:
         raise ValueError(f"unknown scope(s) {unknown}; choose from {list(GRANTABLE_SCOPES)}")
     named = set(scopes) - {ALL_SCOPES}
     return sorted(named | set(SCOPES) if ALL_SCOPES in scopes else named)
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

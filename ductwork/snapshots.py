@@ -220,7 +220,7 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     with _publishing(snapshots_dir):
         try:
             _copy_into(warehouse, database, staging, version, fingerprint)
-            _fsync(staging)
+            file_modes.fsync(staging)
         except BaseException:
             # A failed publish (a full disk, most likely) must not leave a half-written copy
             # behind to take the space the next attempt needs.
@@ -395,7 +395,7 @@ def adopt(
             try:
                 fill(staging)
                 file_modes.current().secure(staging)  # a download takes the mask's mode
-                _fsync(staging)
+                file_modes.fsync(staging)
                 os.utime(staging, (published_at, published_at))
             except BaseException:
                 _remove_staging(staging)
@@ -494,16 +494,8 @@ def open_current(
     return snap, duckdb.connect(str(snap.path), read_only=True, config=config or {})
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}")
     file_modes.current().write_private(tmp, text.encode("utf-8"))
     os.replace(tmp, path)
-    _fsync(path.parent)
+    file_modes.fsync(path.parent)

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ductwork.contract import paths
 from ductwork.keys import GRANTABLE_SCOPES, KeyStore
 from ductwork.local_server import HOST, free_socket
 from ductwork.settings import HomeSettings
-from pipelines.processes import wait_until_answering
 from tests.conftest import ROOT, home_with_published_snapshot
+from tests.helpers.serve_process import serving_process
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 EXAMPLES_PER_OPERATION = 40
@@ -35,38 +32,13 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextmanager
-def ductwork_serve(home: Path) -> Iterator[str]:
-    """``ductwork serve`` (one worker) on a free loopback port; its URL while the block runs."""
-    port = _closed_port()
-    env = {
-        **os.environ,
-        "DUCTWORK_HOME": str(home),
-        "DUCTWORK_LOG_LEVEL": "warning",
-        # Generated requests must not be cut short by the per-key limit.
-        "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
-        # No job may be queued on a Dagster that happens to run on this machine.
-        "DUCTWORK_DAGSTER_URL": f"http://{HOST}:{_closed_port()}",
-    }
-    env.pop("DUCTWORK_SERVE_PUBLIC_DOCS", None)  # the document is read with the ops key
-    command = [sys.executable, "-m", "pipelines.cli", "serve", "--host", HOST]
-    command += ["--port", str(port), "--workers", "1"]
-    child = subprocess.Popen(
-        command, cwd=ROOT, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        url = f"http://{HOST}:{port}"
-        wait_until_answering(f"{url}/healthz", child, timeout_s=90.0)
-        yield url
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
-        try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=30)
+SERVE_SETTINGS = {
+    "DUCTWORK_LOG_LEVEL": "warning",
+    # No job may be queued on a Dagster that happens to run on this machine.
+    "DUCTWORK_DAGSTER_URL": f"http://{HOST}:{_closed_port()}",
+    # The document is read with the ops key, as an operator reads it.
+    "DUCTWORK_SERVE_PUBLIC_DOCS": "0",
+}
 
 
 def test_every_schemathesis_check_passes_against_the_served_document(
@@ -76,7 +48,8 @@ def test_every_schemathesis_check_passes_against_the_served_document(
     home_with_published_snapshot(synced_home, home)
     key = KeyStore(HomeSettings(home=home).keys_path).create("fuzz", list(GRANTABLE_SCOPES))
     assert (ROOT / "schemathesis.toml").is_file()
-    with ductwork_serve(home) as url:
+    with serving_process(home, 1, SERVE_SETTINGS) as api:
+        url = api.url
         command = [
             str(SCHEMATHESIS), "run", f"{url}/openapi.json",
             "--checks", "all",
