@@ -10,7 +10,6 @@ from typing import Any
 
 import dagster as dg
 import duckdb
-from dagster_aws.s3 import S3Resource
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
@@ -23,6 +22,8 @@ from ductwork.upstream.client import RetryRules, UpstreamClient
 from ductwork.upstream.image_fetch import ImagePolicy
 
 _TUNING = UpstreamTuning.model_fields
+# Attempts of one S3 request, the first included (dagster-aws's default).
+S3_MAX_ATTEMPTS = 5
 
 
 class UpstreamResource(dg.ConfigurableResource):
@@ -192,14 +193,25 @@ class ObjectStore(dg.ConfigurableResource):
         builder.shutdown(wait=False)
 
     def client(self) -> Any:
-        """A boto3 S3 client (through dagster-aws's resource): in a run, the one built for it
-        when the run began (boto3's clients are safe to share between threads)."""
+        """A boto3 S3 client: in a run, the one built for it when the run began (boto3's
+        clients are safe to share between threads)."""
         if self._building is not None:
             return self._building.result()
         return self._new_client()
 
     def _new_client(self) -> Any:
-        return S3Resource(endpoint_url=self.endpoint_url, region_name=self.region_name).get_client()
+        # boto3 directly, as dagster-aws's S3Resource configures it (standard retries, five
+        # attempts): importing dagster-aws pulls in its every integration, a good part of the
+        # start-up of a run that has nothing to sync.
+        import boto3
+        from botocore.config import Config
+
+        return boto3.session.Session().client(
+            "s3",
+            region_name=self.region_name,
+            endpoint_url=self.endpoint_url,
+            config=Config(retries={"max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"}),
+        )
 
     def object_url(self, key: str) -> str:
         """The path-style URL of an object: ``<endpoint>/<bucket>/<key>``, key percent-encoded."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
@@ -14,7 +16,9 @@ from assets.resources import DataHome, open_warehouse
 from assets.submittals import warehouse_submittals
 from ductwork import snapshots
 from ductwork.settings import S3Settings, SnapshotStoreSettings, load
-from ductwork.snapshot_store import SnapshotStore, StorePublication
+
+if TYPE_CHECKING:
+    from ductwork.snapshot_store import StorePublication
 
 SYNCED_ASSETS: list[dg.AssetsDefinition] = [
     *CATALOG_ASSETS,
@@ -73,4 +77,7 @@ def _publish_to_store(snapshot: snapshots.Snapshot) -> StorePublication | None:
     url = load(SnapshotStoreSettings).snapshot_store
     if url is None:
         return None
+    # Imported only here: it imports boto3, which a data folder without a store never needs.
+    from ductwork.snapshot_store import SnapshotStore
+
     return SnapshotStore.connect(url, load(S3Settings)).publish(snapshot)

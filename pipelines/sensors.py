@@ -8,7 +8,6 @@ wrong (a status, an error's kind), never by where it was sent.
 from __future__ import annotations
 
 import dagster as dg
-import httpx
 
 from ductwork.settings import AlertSettings, load
 
@@ -32,6 +31,8 @@ def failure_message(context: dg.RunFailureSensorContext) -> dict[str, str]:
 
 def post_alert(url: str, message: dict[str, str], timeout_s: float = WEBHOOK_TIMEOUT_S) -> None:
     """POST ``message`` to the webhook at ``url``; AlertNotSent when it fails."""
+    import httpx  # only a failed run with a webhook set needs it
+
     problem: str | None = None
     try:
         request = httpx.Request(

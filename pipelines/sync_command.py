@@ -13,7 +13,7 @@ import dagster as dg
 from assets.run_recovery import worker_tags
 from ductwork.settings import HomeSettings, UpstreamSettings, load
 from ductwork.stop_signals import WatchStopSignals
-from pipelines.instance import prepare_dagster_home
+from pipelines.instance import prepare_dagster_home, run_instance
 from pipelines.run_progress import logger_config, summarise
 from pipelines.usage import UsageError
 
@@ -130,7 +130,7 @@ def run_job(
     run_id = run_id or str(uuid.uuid4())
     config = {**(run_config or {}), **logger_config(verbose)}
     started = time.monotonic()
-    with dg.DagsterInstance.get() as instance:
+    with run_instance(home.dagster_home) as instance:
         with WatchStopSignals() as stop:
             events: list[dg.DagsterEvent] = []
             try:
