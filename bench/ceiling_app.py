@@ -1,14 +1,16 @@
-"""The serving ceiling: a bare Starlette app answering fixed JSON bodies.
+"""The serving ceiling: a bare Starlette app answering fixed answers.
 
-The bodies are read once from the JSON file named by ``BENCH_CEILING_BODIES`` (an object of
-route name to body text, e.g. a real SKU lookup answer and a real 100-record list page), so the
-ceiling answers as many bytes as ductwork's read API does, without doing any work.
+The answers are read once from the JSON file named by ``BENCH_CEILING_BODIES``: an object of
+route name to ``{"status", "headers", "body_b64"}`` copied from real answers of ductwork's read
+API (a SKU lookup, its gzip-encoded form, a 404, a 304, a list page...), so the ceiling answers
+the same statuses and as many bytes as the read API does, without doing any work.
 
     BENCH_CEILING_BODIES=bodies.json uvicorn bench.ceiling_app:app --workers 2
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 
@@ -18,16 +20,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 with open(os.environ["BENCH_CEILING_BODIES"], encoding="utf-8") as _file:
-    BODIES = {name: text.encode() for name, text in json.load(_file).items()}
+    ANSWERS = json.load(_file)
 
 
-def _fixed(name: str) -> Route:
-    body = BODIES[name]
+def _fixed(name: str, answer: dict) -> Route:
+    body = base64.b64decode(answer["body_b64"])
+    status = int(answer["status"])
+    headers = dict(answer.get("headers") or {})
 
-    async def answer(request: Request) -> Response:
-        return Response(body, media_type="application/json")
+    async def fixed(request: Request) -> Response:
+        return Response(body, status_code=status, headers=headers, media_type="application/json")
 
-    return Route(f"/{name}/{{rest:path}}", answer)
+    return Route(f"/{name}/{{rest:path}}", fixed)
 
 
-app = Starlette(routes=[_fixed(name) for name in BODIES])
+app = Starlette(routes=[_fixed(name, answer) for name, answer in ANSWERS.items()])

@@ -1,12 +1,15 @@
-"""The fetch floor: a bare async httpx script that fetches exactly what a full sync fetches.
+"""The fetch floors: fetching exactly what a full sync fetches, and nothing else.
 
 Every list page (products, the six unit lists, pairings, digital assets, the lead cursor
 chain), the two internal answers, one submittal request per (idu, odu) the catalog implies and
-one detail per lead, with the same bound on requests in flight as the sync, bodies parsed only
-where the next request depends on them and otherwise discarded. Nothing is stored, so
-``sync / floor`` is what the sync costs beyond fetching. ``--client aiohttp`` runs the same
-fetches on aiohttp, the sync's own HTTP library: a stricter floor, since on this machine httpx's
-own per-request cost is several times aiohttp's.
+one detail per lead, with the sync's bound on requests in flight (8), bodies parsed only where
+the next request depends on them (the catalog, for the submittal requests; the lead pages, for
+the details and the cursor; a first page's ``totalPages``) and otherwise discarded. Nothing is
+stored, so ``sync / floor`` is what the sync costs beyond fetching. Two clients:
+
+- ``--client aiohttp``: the sync's own HTTP library, as its client uses it;
+- ``--client raw`` (the default): ``bench.raw_http``, a minimal asyncio HTTP/1.1 client over 8
+  keep-alive connections, the physical limit of these fetches on this machine.
 
     uv run python -m bench.fetch_floor --url http://127.0.0.1:PORT --api-key KEY [--client aiohttp]
 """
@@ -24,7 +27,6 @@ from typing import Any
 
 import aiohttp
 import duckdb
-import httpx
 import orjson
 from yarl import URL
 
@@ -35,6 +37,7 @@ from assets.catalog import (
     pairing_row,
     unit_row_for,
 )
+from bench.raw_http import RawPool
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
 from ductwork.store.loading import rows_table
@@ -199,10 +202,8 @@ async def _everything(fetch: _Fetcher) -> float:
     return time.perf_counter() - started
 
 
-async def floor_run(
-    url: str, api_key: str, concurrency: int = 8, client: str = "httpx"
-) -> FloorRun:
-    """One full fetch of everything a full sync fetches, on httpx (the floor) or aiohttp."""
+async def floor_run(url: str, api_key: str, concurrency: int = 8, client: str = "raw") -> FloorRun:
+    """One full fetch of everything a full sync fetches, on the raw client or on aiohttp."""
     headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
     if client == "aiohttp":
         connector = aiohttp.TCPConnector(limit=concurrency)
@@ -217,16 +218,8 @@ async def floor_run(
             fetch = _Fetcher(over_aiohttp, concurrency)
             seconds = await _everything(fetch)
         return FloorRun(seconds, fetch.requests, fetch.bytes)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(
-        base_url=url, headers=headers, limits=limits, timeout=60.0
-    ) as http:
-
-        async def over_httpx(path: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
-            response = await http.get(path, params=params)
-            return response.status_code, response.content
-
-        fetch = _Fetcher(over_httpx, concurrency)
+    async with RawPool(url, concurrency, headers) as pool:
+        fetch = _Fetcher(pool.get, concurrency)
         seconds = await _everything(fetch)
     return FloorRun(seconds, fetch.requests, fetch.bytes)
 
@@ -236,7 +229,7 @@ def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--client", choices=["httpx", "aiohttp"], default="httpx")
+    parser.add_argument("--client", choices=["raw", "aiohttp"], default="raw")
     options = parser.parse_args()
     run = asyncio.run(floor_run(options.url, options.api_key, options.concurrency, options.client))
     print(json.dumps(run.__dict__))

@@ -1,4 +1,5 @@
--- wrk script: GET many distinct paths, read from a file (one per line), round robin.
+-- wrk script: GET many distinct paths, read from a file (one per line), round robin. A line may
+-- carry extra headers after a tab, separated by literal "\n" (e.g. "Accept-Encoding: gzip").
 -- Usage: wrk ... -s bench/paths.lua URL -- PATHS_FILE [BEARER_KEY|-] [REQUESTS_PER_S]
 -- With REQUESTS_PER_S, the requests are paced: each thread sends its share on a fixed schedule
 -- (open loop, as long as a connection is free), so latency is measured at that rate rather
@@ -18,13 +19,24 @@ local function now_ms()
 end
 
 local paths = {}
+local extras = {}
 local index = 0
 local interval_ms = nil
 local next_at = nil
 
 function init(args)
   for line in io.lines(args[1]) do
-    paths[#paths + 1] = line
+    local path, rest = line:match("^([^\t]*)\t?(.*)$")
+    paths[#paths + 1] = path
+    local headers = {}
+    for header in (rest or ""):gmatch("[^\\]+") do
+      local cleaned = header:gsub("^n", "")
+      local name, value = cleaned:match("^([^:]+):%s*(.*)$")
+      if name then
+        headers[name] = value
+      end
+    end
+    extras[#extras + 1] = headers
   end
   if args[2] and args[2] ~= "-" then
     wrk.headers["Authorization"] = "Bearer " .. args[2]
@@ -56,7 +68,14 @@ end
 
 function request()
   index = index % #paths + 1
-  return wrk.format("GET", paths[index])
+  local headers = {}
+  for name, value in pairs(wrk.headers) do
+    headers[name] = value
+  end
+  for name, value in pairs(extras[index]) do
+    headers[name] = value
+  end
+  return wrk.format("GET", paths[index], headers)
 end
 
 function done(summary, latency, requests)

@@ -1,18 +1,27 @@
 """The benchmark suite of ``make bench``: every figure a ratio between runs made side by side.
 
-Against the sandbox in its own process (and moto for the manuals), at scale medium then large:
+Against the sandbox in its own process (and moto for the manuals), at scale medium then large,
+every sync a whole ``uv run --frozen ductwork sync`` process on the data folder's instance on
+disk, as users start it:
 
-1. full sync vs the fetch floor (``bench.fetch_floor``), interleaved, median of ``--runs``;
-2. full sync vs the dlt ``rest_api`` peer (``bench.dlt_peer``);
-3. incremental runs (no change; after 1 % of assets and leads changed) vs the full sync;
-4. peak RSS of the sync at large vs medium (each sync in a child process; ``wait4`` rusage);
-5. serving: ``ductwork serve`` (default workers) vs a bare Starlette app answering fixed bodies
-   of the same size on the same uvicorn settings, loaded by ``wrk`` on loopback;
-6. snapshot publish time (the ``serving_snapshot`` step) at medium and large.
+1. full sync vs two fetch floors (``bench.fetch_floor``: aiohttp, the sync's own HTTP library,
+   and a minimal raw asyncio HTTP/1.1 client), interleaved, median of ``--runs``;
+2. full sync vs the dlt ``rest_api`` peer (``bench.dlt_peer``), tuned as dlt's docs allow;
+3. no-change runs vs the start-up floor (``uv run`` of a process importing dagster and duckdb),
+   interleaved; runs after 1 % of assets and leads changed vs the no-change run + 10 % of the
+   full sync;
+4. peak RSS of the sync at medium and large (``wait4`` rusage of the ``uv run`` process, which
+   counts its waited-for descendants);
+5. serving: ``ductwork serve`` as the CLI starts it vs a bare Starlette app answering the same
+   statuses and bytes, on mixes with gzip, filters, 304s and 404s (``bench.serving_mix``),
+   loaded by ``wrk`` at saturation; the lookup mix paced at half the ceiling's rate by an
+   open-loop generator (``bench.open_loop``) measuring latency from each request's due time;
+6. snapshot publish time (the ``serving_snapshot`` step the sync reports) at medium and large.
 
-Writes ``bench/RESULTS.md``. A part that cannot run here says so in its table.
+Writes ``bench/RESULTS.md``.
 
     make bench   # = uv run --frozen --group bench python -m bench.suite
+    python -m bench.suite --scales small --runs 1 --dlt-runs 1   # a quick pass
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -34,16 +44,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import httpx
 
-from ductwork.contract.encoding import quote_sku
 from ductwork.local_server import free_socket
+from ductwork.settings import upstream_environment
 from pipelines.processes import ProcessGroup, installed_command, wait_until_answering
 
 KEY = "bench-key"
 BUCKET = "ductwork-bench"
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 GIB = 1024**3
 MIB = 1024**2
 
@@ -53,19 +63,30 @@ MIB = 1024**2
 
 @dataclass
 class Measured:
-    """One child process: its wall time, its peak RSS and the JSON it printed last."""
+    """One child process: its wall time, its peak RSS, its output and the JSON it printed last."""
 
     seconds: float
     peak_rss: int
     report: dict[str, Any]
+    stdout: str = ""
 
 
-def measured(command: Sequence[str], log: Path, env: dict[str, str] | None = None) -> Measured:
-    """Run ``command`` to the end; peak RSS from ``wait4``'s rusage of that very child."""
+def measured(
+    command: Sequence[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Measured:
+    """Run ``command`` to the end; peak RSS from ``wait4``'s rusage of that very child (the
+    largest of it and the descendants it waited for)."""
     started = time.perf_counter()
     with open(log, "ab") as errors:
         child = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=errors, env={**os.environ, **(env or {})}
+            command,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
         assert child.stdout is not None
         out = child.stdout.read()
@@ -73,9 +94,11 @@ def measured(command: Sequence[str], log: Path, env: dict[str, str] | None = Non
         child.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
     if child.returncode != 0:
-        raise RuntimeError(f"{command[2]} failed ({child.returncode}); see {log}")
-    lines = [line for line in out.decode().splitlines() if line.startswith("{")]
-    return Measured(seconds, usage.ru_maxrss * 1024, json.loads(lines[-1]) if lines else {})
+        raise RuntimeError(f"{' '.join(command[:6])} failed ({child.returncode}); see {log}")
+    text = out.decode()
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    report = json.loads(lines[-1]) if lines else {}
+    return Measured(seconds, usage.ru_maxrss * 1024, report, text)
 
 
 @dataclass
@@ -138,38 +161,56 @@ def requests_of(up: Upstream, run: Any) -> tuple[Any, int]:
 
 # ----------------------------------------------------------------------------- the parts
 
+UV = shutil.which("uv") or str(HERE.parent / ".tools" / "bin" / "uv")
+# How users start ductwork (README: "All through `uv run ductwork ...`"; the Makefile's RUN):
+# the launcher's own cost is part of what they wait for, and the start-up floor is started
+# the same way, so it is in both sides of that ratio.
+LAUNCH = [UV, "run", "--frozen"]
+STARTUP_FLOOR = [*LAUNCH, "python", "-c", "import dagster, duckdb"]
+# The large scale's cost in the budget: its full syncs take about this many times the medium
+# one, plus the sandbox's start-up and the serving mix (seconds).
+LARGE_FACTOR = 6
+LARGE_FIXED_S = 120
+STEP_LINE = re.compile(r"^\s+ok\s+(\S+)\s.*\((\d+(?:\.\d+)?) s\)\s*$")
+RUN_LINE = re.compile(r"^run \S+: success in (\d+(?:\.\d+)?) s")
+
 
 @dataclass
 class SyncRun:
+    """One whole ``ductwork sync`` process: its wall time from outside, peak RSS, the
+    upstream requests it made and each step's seconds from its own output."""
+
     seconds: float
     peak_rss: int
-    publish_s: float
     requests: int
     home: Path
     steps: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def publish_s(self) -> float:
+        return self.steps.get("serving_snapshot", math.nan)
 
 
 @dataclass
 class Findings:
     """Everything measured, by part."""
 
-    floor: dict[str, list[float]] = field(default_factory=dict)
-    floor_requests: dict[str, int] = field(default_factory=dict)
+    raw_floor: dict[str, list[float]] = field(default_factory=dict)
     aiohttp_floor: dict[str, list[float]] = field(default_factory=dict)
+    floor_requests: dict[str, int] = field(default_factory=dict)
     full: dict[str, list[SyncRun]] = field(default_factory=dict)
     peer: dict[str, list[Measured]] = field(default_factory=dict)
     peer_requests: dict[str, int] = field(default_factory=dict)
-    peer_skipped: dict[str, str] = field(default_factory=dict)
+    startup_floor: list[float] = field(default_factory=list)
     no_change: list[SyncRun] = field(default_factory=list)
-    # The same no-change run as ``ductwork sync`` makes it: on the instance kept on disk.
-    no_change_on_disk: list[SyncRun] = field(default_factory=list)
     changed: list[SyncRun] = field(default_factory=list)
     mutation: dict[str, int] = field(default_factory=dict)
+    # mix name -> server -> runs (wrk, closed loop, saturation)
     serving: dict[str, dict[str, list[dict[str, float]]]] = field(default_factory=dict)
     serving_setup: dict[str, Any] = field(default_factory=dict)
-    # SKU lookups paced at half the ceiling's rate: the rate the lookup target asks for.
+    # The lookup mix paced at half the ceiling's rate (open loop): "shared" cores or "pinned".
     paced_rate: float = 0.0
-    paced: list[dict[str, float]] = field(default_factory=list)
+    paced: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     startup: dict[str, float] = field(default_factory=dict)
     # Wall time of each part of the suite, for where its budget goes.
     part_s: dict[str, float] = field(default_factory=dict)
@@ -200,130 +241,98 @@ class Suite:
         home.mkdir()
         return home
 
-    def sync(self, up: Upstream, home: Path, through_instance: bool = False) -> SyncRun:
-        command = [
-            sys.executable,
-            "-m",
-            "bench.sync_child",
-            "--home",
-            str(home),
-            "--url",
-            up.url,
-            "--api-key",
-            KEY,
-            "--s3-url",
-            up.s3_url,
-            *(["--through-instance"] if through_instance else []),
-        ]
-        result, requests = requests_of(up, lambda: measured(command, self.log))
-        report = result.report
-        return SyncRun(
-            report["seconds"],
-            result.peak_rss,
-            report["publish_s"] or math.nan,
-            requests,
-            home,
-            report.get("steps", {}),
-        )
+    def sync(self, up: Upstream, home: Path) -> SyncRun:
+        """``uv run --frozen ductwork sync`` from the repository root on ``home``'s instance."""
+        env = {
+            "DUCTWORK_HOME": str(home),
+            **upstream_environment(up.url, KEY, up.s3_url, BUCKET),
+        }
+        command = [*LAUNCH, "ductwork", "sync"]
+        result, requests = requests_of(up, lambda: measured(command, self.log, env, ROOT))
+        steps = {}
+        for line in result.stdout.splitlines():
+            if match := STEP_LINE.match(line):
+                steps[match[1]] = float(match[2])
+            elif match := RUN_LINE.match(line):
+                steps["(the run, as ductwork reports it)"] = float(match[1])
+        return SyncRun(result.seconds, result.peak_rss, requests, home, steps)
 
-    def floor(self, up: Upstream, client: str = "httpx") -> tuple[float, int]:
-        command = [
-            sys.executable,
-            "-m",
-            "bench.fetch_floor",
-            "--url",
-            up.url,
-            "--api-key",
-            KEY,
-            "--client",
-            client,
-        ]
+    def startup_floor(self) -> float:
+        """A process started as the sync is, that only imports dagster and duckdb."""
+        return measured(STARTUP_FLOOR, self.log, None, ROOT).seconds
+
+    def floor(self, up: Upstream, client: str) -> tuple[float, int]:
+        command = [sys.executable, "-m", "bench.fetch_floor", "--url", up.url,
+                   "--api-key", KEY, "--client", client]  # fmt: skip
         result, requests = requests_of(up, lambda: measured(command, self.log))
         return result.report["seconds"], requests
 
     def peer(self, up: Upstream) -> tuple[Measured, int]:
         folder = self.work / f"peer-{up.scale}-{len(self.found.peer.get(up.scale, []))}"
-        command = [
-            sys.executable,
-            "-m",
-            "bench.dlt_peer",
-            "--url",
-            up.url,
-            "--api-key",
-            KEY,
-            "--dir",
-            str(folder),
-        ]
+        command = [sys.executable, "-m", "bench.dlt_peer", "--url", up.url,
+                   "--api-key", KEY, "--dir", str(folder)]  # fmt: skip
         try:
             return requests_of(up, lambda: measured(command, self.log))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def full_vs_floor(self, up: Upstream) -> SyncRun:
-        """Interleaved floor and full-sync runs; returns the last full sync (for later parts)."""
+    def full_vs_floors(self, up: Upstream, runs: int, floors: bool) -> SyncRun:
+        """Interleaved: the raw floor, the aiohttp floor, a full sync; ``runs`` times. Returns
+        the last full sync (its data folder is used by the later parts)."""
         scale = up.scale
-        runs = self.options.runs if scale == self.options.scales[0] else self.options.large_runs
-        self.found.floor[scale], self.found.full[scale] = [], []
-        self.found.aiohttp_floor[scale] = []
-        floors = self.options.floor_scales
-        for index in range(runs):
-            if scale in floors:
-                with self.part(f"fetch floor on httpx ({scale})"):
-                    seconds, requests = self.floor(up)
-                self.found.floor[scale].append(seconds)
-                self.found.floor_requests[scale] = requests
-                print(f"[{scale}] floor {seconds:.1f}s", flush=True)
-                # For information only, so it spends little of the suite's budget.
-                if index < self.options.aiohttp_floor_runs:
-                    with self.part(f"fetch floor on aiohttp ({scale})"):
-                        tight, _ = self.floor(up, "aiohttp")
-                    self.found.aiohttp_floor[scale].append(tight)
-                    print(f"[{scale}] floor on aiohttp {tight:.1f}s", flush=True)
+        found = self.found
+        found.full[scale] = []
+        for _ in range(runs):
+            if floors:
+                for client, into in (("raw", found.raw_floor), ("aiohttp", found.aiohttp_floor)):
+                    with self.part(f"fetch floor, {client} ({scale})"):
+                        seconds, requests = self.floor(up, client)
+                    into.setdefault(scale, []).append(seconds)
+                    found.floor_requests[scale] = requests
+                    print(f"[{scale}] {client} floor {seconds:.1f}s", flush=True)
             with self.part(f"full syncs ({scale})"):
                 run = self.sync(up, self.new_home())
-            self.found.full[scale].append(run)
+            found.full[scale].append(run)
             print(
                 f"[{scale}] full sync {run.seconds:.1f}s, {run.peak_rss / MIB:.0f} MiB", flush=True
             )
-        for run in self.found.full[scale][:-1]:
+        for run in found.full[scale][:-1]:
             shutil.rmtree(run.home, ignore_errors=True)
-        return self.found.full[scale][-1]
+        return found.full[scale][-1]
 
-    def peer_runs(self, up: Upstream) -> None:
-        scale = up.scale
-        first = scale == self.options.scales[0]
-        wanted = self.options.dlt_runs if first else self.options.dlt_large_runs
-        if wanted == 0:
-            self.found.peer_skipped[scale] = self.peer_skip_reason(scale)
-            return
-        for _ in range(wanted):
-            with self.part(f"dlt peer ({scale})"):
+    def peer_runs(self, up: Upstream, started: float) -> None:
+        """The dlt peer ``--dlt-runs`` times, fewer if the next run would leave too little of
+        the budget for the large scale (estimated from this scale's full syncs)."""
+        options = self.options
+        for index in range(options.dlt_runs):
+            if index and len(options.scales) > 1:
+                spent = time.perf_counter() - started
+                dlt = statistics.median(m.seconds for m in self.found.peer[up.scale])
+                sync = statistics.median(r.seconds for r in self.found.full[up.scale])
+                large = LARGE_FACTOR * sync * options.large_runs + LARGE_FIXED_S
+                if spent + dlt + large > options.budget_min * 60:
+                    self.found.notes.append(
+                        f"dlt ran {index} time(s) instead of {options.dlt_runs}: another run "
+                        f"(about {dlt:.0f} s) would have left less than the large scale's "
+                        f"estimated {large:.0f} s of the {options.budget_min}-minute budget."
+                    )
+                    return
+            with self.part(f"dlt peer ({up.scale})"):
                 result, requests = self.peer(up)
-            self.found.peer.setdefault(scale, []).append(result)
-            self.found.peer_requests[scale] = requests
+            self.found.peer.setdefault(up.scale, []).append(result)
+            self.found.peer_requests[up.scale] = requests
             print(
-                f"[{scale}] dlt {result.report['seconds']:.1f}s, {result.peak_rss / GIB:.1f} GiB",
+                f"[{up.scale}] dlt {result.report['seconds']:.1f}s, "
+                f"{result.peak_rss / GIB:.2f} GiB",
                 flush=True,
             )
 
-    def peer_skip_reason(self, scale: str) -> str:
-        medium = self.found.peer.get("medium")
-        if scale == "large" and medium:
-            minutes = statistics.median(m.report["seconds"] for m in medium) / 60
-            peak = statistics.median(m.peak_rss for m in medium) / GIB
-            return (
-                f"not run: dlt took {minutes:.1f} min at medium (peak {peak:.1f} GiB); large has "
-                f"5x the assets and leads, so one run would take about {5 * minutes:.0f} min, "
-                "beyond the suite's 20-minute budget (`--dlt-large-runs 1` runs it)"
-            )
-        return "not run (--dlt-runs 0)"
-
     def incremental(self, up: Upstream, home: Path) -> None:
-        runs = self.options.incremental_runs
-        for index in range(runs):
+        """The start-up floor and no-change syncs interleaved, then runs after 1 % changed."""
+        runs = self.options.runs
+        for _ in range(runs):
+            self.found.startup_floor.append(self.startup_floor())
             self.found.no_change.append(self.sync(up, home))
-            if index < self.options.on_disk_runs:  # for information: fewer, to save time
-                self.found.no_change_on_disk.append(self.sync(up, home, through_instance=True))
         stats = up.stats()
         counts = {"assets_updated": stats["assets"] // 100, "leads_changed": stats["leads"] // 100}
         self.found.mutation = counts
@@ -331,71 +340,38 @@ class Suite:
             up.mutate(counts)
             self.found.changed.append(self.sync(up, home))
         print(
-            f"[{up.scale}] incremental: no change "
-            f"{[round(r.seconds, 1) for r in self.found.no_change]}, after 1% "
-            f"{[round(r.seconds, 1) for r in self.found.changed]}",
+            f"[{up.scale}] start-up floor {[round(s, 2) for s in self.found.startup_floor]}, "
+            f"no change {[round(r.seconds, 2) for r in self.found.no_change]}, after 1% "
+            f"{[round(r.seconds, 2) for r in self.found.changed]}",
             flush=True,
         )
 
-    def serving(self, group: ProcessGroup, home: Path) -> None:
-        from ductwork import snapshots
-        from ductwork.keys import KeyStore
-        from ductwork.settings import HomeSettings
+    # ------------------------------------------------------------------------- serving
 
-        settings = HomeSettings(home=home)
-        key = KeyStore(settings.keys_path).create("bench", ["all"])
-        snap = snapshots.current(settings.snapshots_dir)
-        assert snap is not None
-        with duckdb.connect(str(snap.path), read_only=True) as con:
-            skus = [row[0] for row in con.execute("SELECT sku FROM units ORDER BY sku").fetchall()]
-            indoor = con.execute(
-                "SELECT count(*) FROM units WHERE unit_type = 'indoor-units'"
-            ).fetchall()[0][0]
-            assets = con.execute(
-                "SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL"
-            ).fetchall()[0][0]
-        kinds = {
-            "SKU lookup": [f"/products/v2.0/units/{quote_sku(sku)}" for sku in skus],
-            "list page, indoor units (count=100)": [
-                f"/products/v2.0/indoor-units?count=100&page={n}"
-                for n in range(1, math.ceil(indoor / 100) + 1)
-            ],
-            "list page, digital assets (count=100)": [
-                f"/warehouse/v1.0/digital-assets?count=100&page={n}"
-                for n in range(1, math.ceil(assets / 100) + 1)
-            ],
-        }
+    def serving(self, group: ProcessGroup, home: Path, scale: str) -> None:
+        """``ductwork serve`` as the CLI starts it against the ceiling, on this scale's mixes."""
+        from bench.serving_mix import mixes_for
+
+        key = create_key(home)
         ours_port, ceiling_port = (free_socket().getsockname()[1] for _ in range(2))
         ours_url, ceiling_url = (f"http://127.0.0.1:{p}" for p in (ours_port, ceiling_port))
         ours = group.start(
-            [
-                sys.executable,
-                "-m",
-                "pipelines.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(ours_port),
-            ],
+            [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(ours_port)],
             # The per-key limit would cap the load generator's single key; lift it here.
             env={
                 **os.environ,
                 "DUCTWORK_HOME": str(home),
+                "DUCTWORK_LOG_LEVEL": "warning",
                 "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
             },
         )
         wait_until_answering(ours_url + "/healthz", ours, timeout_s=300)
-        bodies: dict[str, str] = {}
-        ceiling_paths: dict[str, list[str]] = {}
-        with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
-            for index, (kind, paths) in enumerate(kinds.items()):
-                sample = client.get(ours_url + paths[len(paths) // 2])
-                sample.raise_for_status()
-                bodies[f"k{index}"] = sample.text
-                ceiling_paths[kind] = [f"/k{index}/{n}" for n in range(len(paths))]
-        bodies_file = self.work / "ceiling-bodies.json"
-        bodies_file.write_text(json.dumps(bodies), encoding="utf-8")
+        mixes = mixes_for(scale, home, ours_url, key)
+        answers: dict[str, dict[str, Any]] = {}
+        for mix in mixes:
+            answers.update(mix.ceiling_answers)
+        bodies_file = self.work / f"ceiling-answers-{scale}.json"
+        bodies_file.write_text(json.dumps(answers), encoding="utf-8")
         from ductwork.settings import ServeSettings
 
         workers = ServeSettings().serve_workers
@@ -420,66 +396,94 @@ class Suite:
             ],
             env={**os.environ, "BENCH_CEILING_BODIES": str(bodies_file)},
         )
-        wait_until_answering(ceiling_url + "/k0/0", ceiling, timeout_s=120)
-        self.found.serving_setup = {
-            "workers": workers,
-            "body_bytes": {kind: len(bodies[f"k{i}"].encode()) for i, kind in enumerate(kinds)},
-        }
-        for kind, paths in kinds.items():
+        wait_until_answering(ceiling_url + f"/{next(iter(answers))}/0", ceiling, timeout_s=120)
+        self.found.serving_setup["workers"] = workers
+        for mix in mixes:
             ours_file = self.work / "paths-ours.txt"
             ceiling_file = self.work / "paths-ceiling.txt"
+            ours_file.write_text("\n".join(mix.ours) + "\n", encoding="utf-8")
+            ceiling_file.write_text("\n".join(mix.ceiling) + "\n", encoding="utf-8")
             results: dict[str, list[dict[str, float]]] = {"ductwork": [], "ceiling": []}
             for _ in range(self.options.runs):
-                ours_file.write_text("\n".join(paths) + "\n", encoding="utf-8")
                 results["ductwork"].append(self.wrk(ours_url, ours_file, key))
-                ceiling_file.write_text("\n".join(ceiling_paths[kind]) + "\n", encoding="utf-8")
                 results["ceiling"].append(self.wrk(ceiling_url, ceiling_file, None))
-            self.found.serving[kind] = results
-            if kind.startswith("SKU"):
-                rate = 0.5 * statistics.median(r["rps"] for r in results["ceiling"])
-                self.found.paced_rate = rate
-                for _ in range(self.options.runs):
-                    self.found.paced.append(self.wrk(ours_url, ours_file, key, rate))
+            self.found.serving[mix.name] = results
+            self.found.serving_setup.setdefault("mixes", {})[mix.name] = mix.describe
             print(
-                f"[serve] {kind}: ductwork {[round(r['rps']) for r in results['ductwork']]}, "
+                f"[serve] {mix.name}: ductwork {[round(r['rps']) for r in results['ductwork']]}, "
                 f"ceiling {[round(r['rps']) for r in results['ceiling']]}",
                 flush=True,
             )
+            if mix.paced:
+                self.paced(mix.name, ours, ours_url, ours_file, key)
         for child in (ours, ceiling):
             stop(child)
 
-    def wrk(
-        self, url: str, paths_file: Path, key: str | None, rate: float | None = None
-    ) -> dict[str, float]:
-        """One ``wrk`` run over the paths in ``paths_file``: at saturation, or paced at
-        ``rate`` requests/s in all (each thread sending its share on a fixed schedule)."""
+    def paced(self, name: str, ours: subprocess.Popen, url: str, paths: Path, key: str) -> None:
+        """The mix at half the ceiling's median rate, open loop, with the load generator
+        sharing both cores with the server, then pinned: generator on core 1, server on 0."""
+        rate = 0.5 * statistics.median(r["rps"] for r in self.found.serving[name]["ceiling"])
+        self.found.paced_rate = rate
+        command = [sys.executable, "-m", "bench.open_loop", "--url", url, "--paths", str(paths),
+                   "--key", key, "--rate", f"{rate:.0f}", "--seconds",
+                   str(self.options.serve_seconds), "--connections",
+                   str(self.options.wrk_connections)]  # fmt: skip
+        server = process_tree(ours.pid)
+        for _ in range(self.options.runs):
+            for way in ("shared", "pinned"):
+                pin(server, "0,1" if way == "shared" else "0")
+                prefix = ["taskset", "-c", "1"] if way == "pinned" else []
+                out = subprocess.run([*prefix, *command], capture_output=True, text=True,
+                                     check=True, cwd=ROOT).stdout  # fmt: skip
+                result = json.loads(out.strip().splitlines()[-1])
+                self.found.paced.setdefault(way, []).append(result)
+                print(
+                    f"[serve] paced {rate:.0f}/s ({way}): {result['rps']:.0f}/s, "
+                    f"p99 {result['p99_ms']:.1f} ms, statuses {result['statuses']}",
+                    flush=True,
+                )
+        pin(server, "0,1")
+
+    def wrk(self, url: str, paths_file: Path, key: str | None) -> dict[str, float]:
+        """One closed-loop ``wrk`` run at saturation over the requests in ``paths_file``."""
         options = self.options
-        # paths.lua's arguments after the paths file: the key ("-" for none), then the rate
-        script_args = [key or "-"]
-        if rate:
-            script_args.append(f"{rate / options.wrk_threads:.1f}")
-        command = [
-            "wrk",
-            f"-t{options.wrk_threads}",
-            f"-c{options.wrk_connections}",
-            f"-d{options.serve_seconds}s",
-            "--latency",
-            "-s",
-            str(HERE / "paths.lua"),
-            url,
-            "--",
-            str(paths_file),
-            *script_args,
-        ]
+        command = ["wrk", f"-t{options.wrk_threads}", f"-c{options.wrk_connections}",
+                   f"-d{options.serve_seconds}s", "--latency", "-s", str(HERE / "paths.lua"),
+                   url, "--", str(paths_file), key or "-"]  # fmt: skip
         out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         line = next(x for x in out.splitlines() if x.startswith("BENCH_JSON "))
         result = json.loads(line.removeprefix("BENCH_JSON "))
-        if result["non_2xx"] or result["socket_errors"]:
-            self.found.notes.append(
-                f"wrk on {url}: {result['non_2xx']} non-2xx answers, "
-                f"{result['socket_errors']} socket errors"
-            )
+        if result["socket_errors"]:
+            self.found.notes.append(f"wrk on {url}: {result['socket_errors']} socket errors")
         return result
+
+
+def create_key(home: Path) -> str:
+    """A read API key with every scope, in ``home``'s key file."""
+    from ductwork.keys import KeyStore
+    from ductwork.settings import HomeSettings
+
+    return KeyStore(HomeSettings(home=home).keys_path).create("bench", ["all"])
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``ductwork serve`` under ``uv run``: uvicorn's workers),
+    from each process's parent in ``/proc/*/stat``."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found = [pid]
+    for parent in found:
+        found += parents.get(parent, [])
+    return found
+
+
+def pin(pids: list[int], cores: str) -> None:
+    """Every thread of ``pids`` onto ``cores`` (``taskset -a``)."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-pc", cores, str(pid)], capture_output=True, check=False)
 
 
 def stop(child: subprocess.Popen) -> None:
@@ -506,35 +510,23 @@ def ensure_wrk() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3, help="repeats at medium (median of)")
     parser.add_argument(
-        "--incremental-runs",
-        type=int,
-        default=5,
-        help="no-change and changed runs each (median of; a second or a few each)",
-    )
-    parser.add_argument(
-        "--on-disk-runs",
-        type=int,
-        default=1,
-        help="no-change runs through `ductwork sync`'s instance on disk (for information)",
-    )
-    parser.add_argument(
-        "--aiohttp-floor-runs",
-        type=int,
-        default=0,
-        help="runs of the floor on aiohttp (for information; interleaved with the first ones)",
+        "--runs", type=int, default=3, help="repeats of each figure at the first scale (median)"
     )
     parser.add_argument("--large-runs", type=int, default=1, help="full syncs at large")
-    parser.add_argument("--dlt-runs", type=int, default=1, help="dlt peer runs at medium")
-    parser.add_argument("--dlt-large-runs", type=int, default=0, help="dlt peer runs at large")
+    parser.add_argument("--dlt-runs", type=int, default=3, help="dlt peer runs at the first scale")
     parser.add_argument("--scales", nargs="+", default=["medium", "large"])
-    parser.add_argument("--floor-scales", nargs="*", default=["medium"])
-    parser.add_argument("--serve-seconds", type=int, default=4, help="length of each wrk run")
+    parser.add_argument("--serve-seconds", type=int, default=3, help="length of each load run")
     parser.add_argument("--wrk-threads", type=int, default=2)
     parser.add_argument("--wrk-connections", type=int, default=32)
+    parser.add_argument(
+        "--budget-min", type=float, default=25, help="shorten dlt's repeats to stay within it"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     options = parser.parse_args()
+    os.chdir(ROOT)  # `uv run` finds the project from the working directory
+    # SIGTERM unwinds like Ctrl-C, so the servers and children started below are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     ensure_wrk()
@@ -563,19 +555,20 @@ def main() -> int:
         s3.create_bucket(Bucket=BUCKET)
         seed_manuals(s3, BUCKET, 1, 40)
         for scale in options.scales:
+            first = scale == options.scales[0]
             with upstream(scale, group, s3_url) as up:
                 suite.found.startup[scale] = up.startup_s
                 print(f"[{scale}] sandbox up in {up.startup_s:.0f}s", flush=True)
-                last = suite.full_vs_floor(up)
-                # ductwork's own runs first: with INSERT load files the peer peaked at about
-                # 12 GiB, and runs measured right after it found the machine's file cache
-                # emptied (a no-change run took 3.6 s after it, 3.0 s without it).
-                if scale == options.scales[0]:
-                    with suite.part(f"incremental runs ({scale})"):
+                runs = options.runs if first else options.large_runs
+                last = suite.full_vs_floors(up, runs, floors=first)
+                if first:
+                    # ductwork's own runs before the peer, which empties the file cache.
+                    with suite.part(f"start-up floor and incremental runs ({scale})"):
                         suite.incremental(up, last.home)
-                    with suite.part("serving"):
-                        suite.serving(group, last.home)
-                suite.peer_runs(up)
+                with suite.part(f"serving ({scale})"):
+                    suite.serving(group, last.home, scale)
+                if first:
+                    suite.peer_runs(up, started)
             # What is measured so far is written at once: a long run stopped later keeps it.
             write_results(suite.found, options, started, done=scale == options.scales[-1])
     return 0

@@ -1,0 +1,198 @@
+"""An open-loop load generator: requests sent at fixed times, latency from the scheduled time.
+
+Request ``i`` is due at ``start + i / rate`` whatever happened to the ones before it. Its
+latency runs from that due time to the end of its answer, so time spent waiting for a free
+connection (or for a slow server to drain its queue) counts: the coordinated-omission
+correction that a closed-loop tool such as plain ``wrk`` leaves out. Connections are the
+keep-alive ones of ``bench.raw_http`` (``--connections`` of them); a request due while all are
+busy waits for one, and that wait is part of its latency.
+
+The paths file has one request a line: a path, then optionally a tab and extra header lines
+separated by ``\\n`` escapes (``Accept-Encoding: gzip``, ``If-None-Match: "..."``).
+
+Prints one JSON line: requests asked and answered, the rate achieved, p50/p99/max latency in ms
+and the count of each status.
+
+    python -m bench.open_loop --url URL --paths FILE --rate 5000 --seconds 4 [--key KEY]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+
+def read_requests(paths_file: Path, host: str, key: str | None) -> list[bytes]:
+    """Every line of ``paths_file`` as a request head."""
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    heads = []
+    for line in paths_file.read_text(encoding="utf-8").splitlines():
+        if not line:
+            continue
+        path, _, extra = line.partition("\t")
+        lines = "".join(f"{header}\r\n" for header in extra.split("\\n") if header)
+        heads.append(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}{lines}\r\n".encode())
+    return heads
+
+
+def percentile(sorted_values: list[float], share: float) -> float:
+    """The value below which ``share`` of the values lie (nearest rank)."""
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(share * len(sorted_values)))]
+
+
+class _Load:
+    """The shared state: requests due but waiting for a connection, idle connections, and
+    what was measured."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: deque[tuple[bytes, float]] = deque()
+        self.idle: list[_Connection] = []
+        self.latencies: list[float] = []
+        self.statuses: Counter[int] = Counter()
+        self.failures = 0
+
+    def dispatch(self, head: bytes, due: float) -> None:
+        if self.idle:
+            self.idle.pop().send(head, due)
+        else:
+            self.waiting.append((head, due))
+
+    def done(self, connection: _Connection, status: int, due: float) -> None:
+        self.latencies.append(time.perf_counter() - due)
+        self.statuses[status] += 1
+        if self.waiting:
+            connection.send(*self.waiting.popleft())
+        else:
+            self.idle.append(connection)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection with at most one request in flight; parses the status line
+    and ``Content-Length`` only (the read API and the ceiling always send it, or no body)."""
+
+    def __init__(self, load: _Load) -> None:
+        self.load = load
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.due = 0.0
+        self.need = -1  # bytes of the whole answer, once its head is in
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, head: bytes, due: float) -> None:
+        self.due = due
+        assert self.transport is not None
+        self.transport.write(head)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            if self.need < 0:
+                end = self.buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head = self.buffer[:end].lower()
+                at = head.find(b"\r\ncontent-length:")
+                length = 0
+                if at >= 0:
+                    stop = head.find(b"\r\n", at + 2)
+                    length = int(head[at + 17 : stop if stop >= 0 else None])
+                self.need = end + 4 + length
+                self.status = int(self.buffer[9:12])
+            if len(self.buffer) < self.need:
+                return
+            self.buffer = self.buffer[self.need :]
+            self.need = -1
+            self.load.done(self, self.status, self.due)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.need >= 0 or self.transport is not None:
+            self.load.failures += 1
+
+
+async def run(url: str, paths_file: Path, key: str | None, rate: float, seconds: float,
+              connections: int) -> dict[str, Any]:  # fmt: skip
+    """Send ``rate`` requests a second for ``seconds``; the latencies from the due times."""
+    parts = urlsplit(url)
+    loop = asyncio.get_running_loop()
+    load = _Load(loop)
+    heads = read_requests(paths_file, parts.netloc, key)
+    opened = []
+    for _ in range(connections):
+        _, connection = await loop.create_connection(
+            lambda: _Connection(load), parts.hostname, parts.port
+        )
+        opened.append(connection)
+        load.idle.append(connection)
+    total = int(rate * seconds)
+    start = time.perf_counter() + 0.05
+    index = 0
+    while index < total:
+        now = time.perf_counter()
+        while index < total and start + index / rate <= now:
+            load.dispatch(heads[index % len(heads)], start + index / rate)
+            index += 1
+        await asyncio.sleep(0.0005)
+    deadline = loop.time() + 30
+    while len(load.latencies) + load.failures < total and loop.time() < deadline:
+        await asyncio.sleep(0.005)
+    elapsed = time.perf_counter() - start
+    for connection in opened:
+        if connection.transport is not None:
+            transport, connection.transport = connection.transport, None
+            transport.close()
+    latencies = sorted(load.latencies)
+    return {
+        "asked": total,
+        "answered": len(latencies),
+        "rps": len(latencies) / elapsed,
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "max_ms": (latencies[-1] if latencies else float("nan")) * 1000,
+        "unanswered": total - len(latencies),
+        "statuses": {str(k): v for k, v in sorted(load.statuses.items())},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--paths", type=Path, required=True)
+    parser.add_argument("--key", default=None)
+    parser.add_argument("--rate", type=float, required=True, help="requests per second")
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--connections", type=int, default=32)
+    options = parser.parse_args()
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # the plain loop only sends fewer requests a second
+        pass
+    started = time.perf_counter()
+    result = asyncio.run(
+        run(
+            options.url,
+            options.paths,
+            options.key,
+            options.rate,
+            options.seconds,
+            options.connections,
+        )
+    )
+    result["wall_s"] = time.perf_counter() - started
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
