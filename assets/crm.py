@@ -37,8 +37,8 @@ KINDS = {"api", "duckdb"}
 LEADS_STREAM = "crm_leads"
 TS = pa.timestamp("us", tz="UTC")
 # Lead details committed per transaction: each commit also versions history and trims the queue,
-# a fixed cost per commit, so larger batches cost far less per lead (bench/RESULTS.md has the
-# figures) while a cut-short run still loses at most one batch of fetches.
+# a fixed cost per commit, so larger batches cost far less per lead, while a cut-short run
+# still loses at most one batch of fetches.
 DETAIL_BATCH = 10_000
 # Lead-list pages are committed this many leads at a time, for the same reason: a medium full
 # sync's lead step took 7.9 s at a page (1,000 leads) a transaction.

@@ -1,8 +1,8 @@
 """The one HTTP client to the upstream service.
 
 Built on aiohttp: a full sync is about a hundred thousand small requests, so the client's own
-cost per request decides its speed, and aiohttp's is several times lower than httpx's async
-client's (the figures are in bench/RESULTS.md).
+cost per request decides its speed, and aiohttp's was several times lower than httpx's async
+client's when the choice was made (bench/ measures the sync against a bare aiohttp floor).
 
 Pooled keep-alive connections, Bearer auth, a bound on requests in flight, retries with
 exponential backoff and full jitter on 5xx, dropped connections and bodies that should be JSON
