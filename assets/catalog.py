@@ -5,11 +5,10 @@ The eight lists are eight assets materialised by one multi-asset step (``catalog
 
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import duckdb
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present, pairing_products_resolve
@@ -25,6 +24,7 @@ from assets.ingest import (
 from assets.interrupts import stops_on_interrupt
 from assets.resources import UpstreamResource, open_warehouse
 from ductwork.contract import paths
+from ductwork.store.columns import Columns
 from ductwork.store.loading import (
     Held,
     ListContent,
@@ -46,28 +46,30 @@ from ductwork.upstream.schema_drift import (
     RecordShape,
 )
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 GROUP = "catalog"
 KINDS = {"api", "duckdb"}
-TS = pa.timestamp("us", tz="UTC")
 
-CATALOG_ITEM_SCHEMA = pa.schema(
-    [("sku", pa.string()), ("srn", pa.string()), ("unit_type", pa.string()),
-     ("href", pa.string()), ("record", pa.string()), ("synced_at", TS)]
+CATALOG_ITEM_SCHEMA = Columns(
+    ("sku", "string"), ("srn", "string"), ("unit_type", "string"),
+    ("href", "string"), ("record", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
-UNIT_SCHEMA = pa.schema(
-    [("unit_type", pa.string()), ("sku", pa.string()), ("srn", pa.string()),
-     ("brand", pa.string()), ("category", pa.string()), ("subcategory", pa.string()),
-     ("series_name", pa.string()), ("family_name", pa.string()),
-     ("description", pa.string()), ("status", pa.string()), ("updated_at", TS),
-     ("record", pa.string()), ("synced_at", TS)]
+UNIT_SCHEMA = Columns(
+    ("unit_type", "string"), ("sku", "string"), ("srn", "string"),
+    ("brand", "string"), ("category", "string"), ("subcategory", "string"),
+    ("series_name", "string"), ("family_name", "string"),
+    ("description", "string"), ("status", "string"), ("updated_at", "timestamp"),
+    ("record", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
-PAIRING_SCHEMA = pa.schema(
-    [("relationship_id", pa.int64()), ("rel_type", pa.string()), ("updated_at", TS),
-     ("record", pa.string()), ("synced_at", TS)]
+PAIRING_SCHEMA = Columns(
+    ("relationship_id", "int64"), ("rel_type", "string"), ("updated_at", "timestamp"),
+    ("record", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
-PAIRING_PRODUCT_SCHEMA = pa.schema(
-    [("relationship_id", pa.int64()), ("position", pa.string()), ("sku", pa.string()),
-     ("srn", pa.string()), ("unit_type", pa.string())]
+PAIRING_PRODUCT_SCHEMA = Columns(
+    ("relationship_id", "int64"), ("position", "string"), ("sku", "string"),
+    ("srn", "string"), ("unit_type", "string")
 )  # fmt: skip
 
 
@@ -112,7 +114,7 @@ def pairing_row(record: Record) -> dict[str, Any]:
     }
 
 
-def pairing_product_rows(pairings: list[Record]) -> pa.Table:
+def pairing_product_rows(pairings: list[Record]) -> "pa.Table":
     """One row per product slot of every pairing."""
     rows = [
         {
@@ -125,7 +127,7 @@ def pairing_product_rows(pairings: list[Record]) -> pa.Table:
         for pairing in pairings
         for product in pairing.get("products") or []
     ]
-    return pa.Table.from_pylist(rows, schema=PAIRING_PRODUCT_SCHEMA)
+    return PAIRING_PRODUCT_SCHEMA.table(rows)
 
 
 # Writes a list's records (the content read, named after the list) in place of the stored ones.

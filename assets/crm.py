@@ -1,13 +1,10 @@
 """CRM family assets: the lead list (cursor paging) and the lead details."""
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import dagster as dg
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
@@ -26,7 +23,9 @@ from ductwork.contract.encoding import quote_sku as quote_segment
 from ductwork.contract.paths import LEADS
 from ductwork.settings import SyncSettings, load
 from ductwork.store.bookmarks import read_bookmark, resume_from, write_bookmark
+from ductwork.store.columns import Columns
 from ductwork.store.loading import Record, rows_table, text_or_none, timestamp_or_none
+from ductwork.upstream.bounded_map import map_bounded
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.lead_cursor import Cursor, Sink, walk_leads
 from ductwork.upstream.schema_drift import LEAD_DETAIL_RECORD, LEAD_RECORD, DriftTally
@@ -35,7 +34,6 @@ from warehouse_sql import read_sql
 GROUP = "crm"
 KINDS = {"api", "duckdb"}
 LEADS_STREAM = "crm_leads"
-TS = pa.timestamp("us", tz="UTC")
 # Lead details committed per transaction: each commit also versions history and trims the queue,
 # a fixed cost per commit, so larger batches cost far less per lead, while a cut-short run
 # still loses at most one batch of fetches.
@@ -43,27 +41,33 @@ DETAIL_BATCH = 10_000
 # Lead-list pages are committed this many leads at a time, for the same reason: a medium full
 # sync's lead step took 7.9 s at a page (1,000 leads) a transaction.
 LEADS_PER_COMMIT = 10_000
+# Workers fetching details, per request the client keeps in flight: more than one, so the
+# slots stay busy while some workers wait out a retry's back-off.
+DETAIL_WORKERS_PER_SLOT = 4
 # A lead detail as fetched: the id it was requested by, and the answer (None: a 404).
 FetchedDetail = tuple[str, Record | None]
 # A lead-list page held for commit: its leads, and the cursor after it (None: a re-read page,
 # which moves no cursor).
 HeldLeads = tuple[list[Record], Cursor | None]
 
-LEAD_SCHEMA = pa.schema(
-    [("id", pa.string()), ("created_at", TS), ("created_date_text", pa.string()),
-     ("lead_number", pa.string()), ("status", pa.string()), ("lead_source", pa.string()),
-     ("name", pa.string()), ("business_unit", pa.string()), ("state_code", pa.string()),
-     ("postal_code", pa.string()), ("campaign", pa.string()), ("record", pa.string()),
-     ("synced_at", TS)]
+LEAD_SCHEMA = Columns(
+    ("id", "string"), ("created_at", "timestamp"), ("created_date_text", "string"),
+    ("lead_number", "string"), ("status", "string"), ("lead_source", "string"),
+    ("name", "string"), ("business_unit", "string"), ("state_code", "string"),
+    ("postal_code", "string"), ("campaign", "string"), ("record", "string"),
+    ("synced_at", "timestamp")
 )  # fmt: skip
-DETAIL_SCHEMA = pa.schema(
-    [("id", pa.string()), ("email", pa.string()), ("name", pa.string()),
-     ("company", pa.string()), ("phone", pa.string()), ("category", pa.string()),
-     ("status", pa.string()), ("purchase_status", pa.string()),
-     ("assigned_contractor", pa.string()), ("assigned_bu", pa.string()),
-     ("annual_revenue", pa.float64()), ("do_not_sell", pa.bool_()), ("found", pa.bool_()),
-     ("record", pa.string()), ("synced_at", TS)]
+DETAIL_SCHEMA = Columns(
+    ("id", "string"), ("email", "string"), ("name", "string"),
+    ("company", "string"), ("phone", "string"), ("category", "string"),
+    ("status", "string"), ("purchase_status", "string"),
+    ("assigned_contractor", "string"), ("assigned_bu", "string"),
+    ("annual_revenue", "float64"), ("do_not_sell", "bool"), ("found", "bool"),
+    ("record", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
+# A lead whose detail answered 404, and a batch's lead ids.
+NOT_FOUND_SCHEMA = Columns(("id", "string"), ("found", "bool"), ("synced_at", "timestamp"))
+ID_SCHEMA = Columns(("id", "string"))
 
 
 def lead_row(lead: Record) -> dict[str, Any]:
@@ -146,6 +150,8 @@ def _store_leads(
     in one transaction. Re-read leads (no cursor) stored exactly as read are left alone."""
     if cursor is None and _stored_as_read(con, leads):
         return
+    import pyarrow.compute as pc
+
     table = rows_table(leads, lead_row, LEAD_SCHEMA)
     con.execute("BEGIN TRANSACTION")
     try:
@@ -269,7 +275,7 @@ async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[Fetched
         )
         return (lead_id, None if answer.status == 404 else answer.json())
 
-    return list(await asyncio.gather(*(one(lead_id) for lead_id in ids)))
+    return await map_bounded(one, ids, DETAIL_WORKERS_PER_SLOT * client.concurrency)
 
 
 def _store_details(
@@ -280,17 +286,15 @@ def _store_details(
     found = [(lead_id, detail) for lead_id, detail in details if detail is not None]
     drift.count([detail for _, detail in found])
     now = datetime.now(UTC)
-    table = pa.Table.from_pylist(
+    table = DETAIL_SCHEMA.table(
         [
             {**detail_row(lead_id, detail), "record": dumps(detail).decode(), "synced_at": now}
             for lead_id, detail in found
-        ],
-        schema=DETAIL_SCHEMA,
+        ]
     )
     missing = [lead_id for lead_id, detail in details if detail is None]
-    placeholders = pa.Table.from_pylist(
-        [{"id": i, "found": False, "synced_at": now} for i in missing],
-        schema=pa.schema([("id", pa.string()), ("found", pa.bool_()), ("synced_at", TS)]),
+    placeholders = NOT_FOUND_SCHEMA.table(
+        [{"id": i, "found": False, "synced_at": now} for i in missing]
     )
     con.execute("BEGIN TRANSACTION")
     try:
@@ -299,7 +303,7 @@ def _store_details(
                 con.register("incoming_rows", batch)
                 con.execute(read_sql("lead_details_upsert"))
                 con.unregister("incoming_rows")
-        ids = pa.table({"id": pa.array([lead_id for lead_id, _ in details], pa.string())})
+        ids = ID_SCHEMA.table([{"id": lead_id} for lead_id, _ in details])
         con.register("incoming_rows", ids)
         con.execute(read_sql("lead_history_apply"))
         con.unregister("incoming_rows")

@@ -5,7 +5,6 @@ from typing import Any, Literal
 
 import dagster as dg
 import duckdb
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present
@@ -18,6 +17,7 @@ from assets.ingest import (
 )
 from assets.resources import UpstreamResource, open_warehouse
 from ductwork.store.bookmarks import clear_bookmark, read_bookmark, resume_from, write_bookmark
+from ductwork.store.columns import Columns
 from ductwork.store.loading import Record, rows_table, text_or_none, timestamp_or_none
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.digital_asset_walk import (
@@ -38,18 +38,17 @@ KINDS = {"api", "duckdb"}
 DIGITAL_ASSETS_STREAM = "warehouse_digital_assets"
 # The progress of an unfinished page walk, kept beside the bookmark in stream_state.
 PAGE_WALK_STATE = "warehouse_digital_assets.page_walk"
-TS = pa.timestamp("us", tz="UTC")
 # A page walk commits its pages this many listed assets at a time. Each transaction pays for a
 # history apply and a commit whatever its size: replaying a medium full sync's 200,000 assets
 # took 16.8 s at one 1,000-asset page a transaction and 6.9 s at ten pages.
 DIGITAL_ASSETS_PER_COMMIT = 10_000
 
-DIGITAL_ASSET_SCHEMA = pa.schema(
-    [("asset_id", pa.string()), ("sku", pa.string()), ("asset_type", pa.string()),
-     ("title", pa.string()), ("url", pa.string()), ("mime_type", pa.string()),
-     ("language", pa.string()), ("file_size_bytes", pa.int64()), ("created_at", TS),
-     ("updated_at", TS), ("updated_at_text", pa.string()), ("record", pa.string()),
-     ("deleted_at", TS), ("synced_at", TS)]
+DIGITAL_ASSET_SCHEMA = Columns(
+    ("asset_id", "string"), ("sku", "string"), ("asset_type", "string"),
+    ("title", "string"), ("url", "string"), ("mime_type", "string"),
+    ("language", "string"), ("file_size_bytes", "int64"), ("created_at", "timestamp"),
+    ("updated_at", "timestamp"), ("updated_at_text", "string"), ("record", "string"),
+    ("deleted_at", "timestamp"), ("synced_at", "timestamp")
 )  # fmt: skip
 
 
@@ -176,6 +175,8 @@ def _walk_saw_everything(con: duckdb.DuckDBPyConnection, progress: PageWalkProgr
 def _mark_deleted(con: duckdb.DuckDBPyConnection, listed: set[str]) -> int:
     """Set ``deleted_at`` on live assets a complete listing no longer contains and close their
     current history versions, in one transaction."""
+    import pyarrow as pa
+
     ids = pa.table({"asset_id": pa.array(sorted(listed), pa.string())})
     con.register("listed_ids", ids)
     con.execute("BEGIN TRANSACTION")

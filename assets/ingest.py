@@ -125,6 +125,9 @@ async def fetch_and_store(
         if writing is not None:
             await writing
         writing = asyncio.ensure_future(asyncio.to_thread(store_batch, fetched))
+        # Held by the write alone from here: freed as soon as it is stored, not only once the
+        # next batch has been fetched (which kept two whole batches in memory at once).
+        del fetched
     if writing is not None:
         await writing
 

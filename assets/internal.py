@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present
@@ -15,6 +14,7 @@ from assets.resources import ObjectStore, UpstreamResource, open_warehouse
 from ductwork.contract.encoding import dumps, loads
 from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
 from ductwork.contract.paths import CONTRACTORS, INDOOR_MODELS
+from ductwork.store.columns import Columns
 from ductwork.store.loading import (
     Held,
     ListContent,
@@ -30,23 +30,23 @@ from ductwork.upstream.list_reader import bodies_digest
 from ductwork.upstream.schema_drift import CONTRACTOR_RECORD, INDOOR_MODEL_RECORD
 
 GROUP = "internal"
-TS = pa.timestamp("us", tz="UTC")
 
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-CONTRACTOR_SCHEMA = pa.schema(
-    [("contractor_id", pa.string()), ("name", pa.string()), ("city", pa.string()),
-     ("state", pa.string()), ("rating", pa.float64()), ("record", pa.string()),
-     ("synced_at", TS)]
+CONTRACTOR_SCHEMA = Columns(
+    ("contractor_id", "string"), ("name", "string"), ("city", "string"),
+    ("state", "string"), ("rating", "float64"), ("record", "string"),
+    ("synced_at", "timestamp")
 )  # fmt: skip
-REVIEW_SCHEMA = pa.schema(
-    [("review_id", pa.string()), ("contractor_id", pa.string()), ("rating", pa.float64()),
-     ("text", pa.string()), ("created_at", TS), ("record", pa.string()), ("synced_at", TS)]
+REVIEW_SCHEMA = Columns(
+    ("review_id", "string"), ("contractor_id", "string"), ("rating", "float64"),
+    ("text", "string"), ("created_at", "timestamp"), ("record", "string"),
+    ("synced_at", "timestamp")
 )  # fmt: skip
-RAW_SCHEMA = pa.schema([("body", pa.string()), ("parse_error", pa.string()), ("synced_at", TS)])
+RAW_SCHEMA = Columns(("body", "string"), ("parse_error", "string"), ("synced_at", "timestamp"))
 
 
 def parse_contractors(data: object) -> tuple[list[Record], str | None]:
@@ -111,9 +111,7 @@ def _contractor_tables(
 ) -> tuple[Replacement, ...]:
     """The contractors answer as stored: verbatim, its contractors, and their reviews."""
     now = datetime.now(UTC)
-    raw = pa.Table.from_pylist(
-        [{"body": body.decode(), "parse_error": problem, "synced_at": now}], schema=RAW_SCHEMA
-    )
+    raw = RAW_SCHEMA.table([{"body": body.decode(), "parse_error": problem, "synced_at": now}])
     contractor_rows = rows_table(
         contractors,
         lambda c: {
@@ -126,7 +124,7 @@ def _contractor_tables(
         CONTRACTOR_SCHEMA,
         now,
     )
-    review_rows = pa.Table.from_pylist(
+    review_rows = REVIEW_SCHEMA.table(
         [
             {
                 "review_id": str(r["reviewId"]),
@@ -138,8 +136,7 @@ def _contractor_tables(
                 "synced_at": now,
             }
             for r in reviews
-        ],
-        schema=REVIEW_SCHEMA,
+        ]
     )
     return (
         Replacement("contractors_raw", raw),
@@ -148,10 +145,10 @@ def _contractor_tables(
     )
 
 
-INDOOR_MODEL_SCHEMA = pa.schema(
-    [("ordinal", pa.int32()), ("model", pa.string()), ("sku", pa.string()),
-     ("series", pa.string()), ("family", pa.string()), ("capacity_btuh", pa.float64()),
-     ("record", pa.string()), ("synced_at", TS)]
+INDOOR_MODEL_SCHEMA = Columns(
+    ("ordinal", "int32"), ("model", "string"), ("sku", "string"),
+    ("series", "string"), ("family", "string"), ("capacity_btuh", "float64"),
+    ("record", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
 
 
@@ -191,10 +188,10 @@ def internal_indoor_models(
     )
 
 
-MANUAL_SCHEMA = pa.schema(
-    [("key", pa.string()), ("size_bytes", pa.int64()), ("last_modified", TS),
-     ("etag", pa.string()), ("content_type", pa.string()), ("url", pa.string()),
-     ("record", pa.string()), ("synced_at", TS)]
+MANUAL_SCHEMA = Columns(
+    ("key", "string"), ("size_bytes", "int64"), ("last_modified", "timestamp"),
+    ("etag", "string"), ("content_type", "string"), ("url", "string"),
+    ("record", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
 
 
@@ -209,7 +206,7 @@ MANUAL_SCHEMA = pa.schema(
 )
 def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Mirror the manuals listing; content types come from HEAD only for changed objects."""
-    s3 = object_store.client()
+    s3 = object_store.api_client()
     with open_warehouse(warehouse) as con:
         stored = con.execute(
             "SELECT key, etag, last_modified, content_type, record::VARCHAR FROM manuals"
@@ -247,7 +244,7 @@ def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg
             key: record for key, *_, record in stored
         }
         if not unchanged:
-            table = pa.Table.from_pylist(listed, schema=MANUAL_SCHEMA)
+            table = MANUAL_SCHEMA.table(listed)
             replace_rows(con, Replacement("manuals", table))
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(listed), "head_requests": heads, "unchanged": unchanged}

@@ -17,21 +17,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import dagster as dg
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.resources import ImageSources, ObjectStore, UpstreamResource, open_warehouse
 from ductwork.contract.paths import PIM_IMAGE_SYNC, UNIT_SLUGS
+from ductwork.store.columns import Columns
 from ductwork.store.loading import Replacement, replace_rows
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.image_fetch import ImageFetcher, ImageRefused, image_key
 
 GROUP = "internal"
-IMAGE_SCHEMA = pa.schema(
-    [("source_url", pa.string()), ("sku", pa.string()), ("kind", pa.string()),
-     ("object_key", pa.string()), ("md5", pa.string()), ("size_bytes", pa.int64()),
-     ("status", pa.string()), ("error", pa.string()), ("synced_at", pa.timestamp("us", tz="UTC"))]
+IMAGE_SCHEMA = Columns(
+    ("source_url", "string"), ("sku", "string"), ("kind", "string"),
+    ("object_key", "string"), ("md5", "string"), ("size_bytes", "int64"),
+    ("status", "string"), ("error", "string"), ("synced_at", "timestamp")
 )  # fmt: skip
 # The status of an image that did not land is "failed"; its error says at which stage.
 LANDED = ("uploaded", "unchanged")
@@ -140,7 +140,7 @@ def product_images(
 ) -> dg.MaterializeResult:
     """Run the image sync and record what happened to each image in ``product_images``."""
     policy = image_sources.policy(upstream.base_url)
-    s3 = object_store.client()
+    s3 = object_store.api_client()
     with open_warehouse(warehouse) as con:
         images = con.execute(
             "SELECT DISTINCT u.sku, img ->> 'url', img ->> 'kind' "
@@ -168,7 +168,7 @@ def product_images(
 
         fetched = fetch(upstream, run)
         job, rows = fetched.value
-        table = pa.Table.from_pylist(rows, schema=IMAGE_SCHEMA)
+        table = IMAGE_SCHEMA.table(rows)
         replace_rows(con, Replacement("product_images", table))
     summary = image_metadata(rows)
     if summary["failed"]:

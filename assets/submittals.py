@@ -8,11 +8,10 @@ from typing import Any, Literal
 
 import dagster as dg
 import duckdb
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import AssetRule, keys_unique_and_present
-from assets.digital_assets import GROUP, TS
+from assets.digital_assets import GROUP
 from assets.ingest import (
     Fetched,
     fetch,
@@ -24,6 +23,7 @@ from assets.resources import UpstreamResource, open_warehouse
 from ductwork.contract.encoding import dumps
 from ductwork.contract.paths import SUBMITTAL_DATA, UNIT_SLUGS
 from ductwork.store.bookmarks import read_bookmark, write_bookmark
+from ductwork.store.columns import Columns
 from ductwork.store.loading import ListContent, text_or_none, timestamp_or_none
 from ductwork.upstream.client import RequestStats, UpstreamClient
 from ductwork.upstream.schema_drift import SUBMITTAL_RECORD, DriftTally
@@ -35,11 +35,11 @@ SUBMITTAL_SOURCE_LISTS = ["pairings", *(slug.replace("-", "_") for slug in UNIT_
 SUBMITTALS_DERIVED = "warehouse_submittals.derived"
 
 
-SUBMITTAL_SCHEMA = pa.schema(
-    [("request_key", pa.string()), ("idu", pa.string()), ("odu", pa.string()),
-     ("found", pa.bool_()), ("ahri_number", pa.string()), ("document_url", pa.string()),
-     ("updated_at", TS), ("source_signature", pa.string()), ("record", pa.string()),
-     ("synced_at", TS)]
+SUBMITTAL_SCHEMA = Columns(
+    ("request_key", "string"), ("idu", "string"), ("odu", "string"),
+    ("found", "bool"), ("ahri_number", "string"), ("document_url", "string"),
+    ("updated_at", "timestamp"), ("source_signature", "string"), ("record", "string"),
+    ("synced_at", "timestamp")
 )  # fmt: skip
 SUBMITTAL_BATCH = 500
 
@@ -84,7 +84,7 @@ async def _fetch_submittals(
 
 
 def _store_submittals(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    table = pa.Table.from_pylist(rows, schema=SUBMITTAL_SCHEMA)
+    table = SUBMITTAL_SCHEMA.table(rows)
     con.register("incoming_rows", table)
     try:
         con.execute(read_sql("submittals_upsert"))

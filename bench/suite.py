@@ -22,6 +22,8 @@ Writes ``bench/RESULTS.md``.
 
     make bench   # = uv run --frozen --group bench python -m bench.suite
     python -m bench.suite --scales small --runs 1 --dlt-runs 1   # a quick pass
+    python -m bench.suite --parts serving   # one full sync per scale, then serving alone
+    python -m bench.suite --parts serving --home medium=DIR   # serve DIR's snapshot, no sync
 """
 
 from __future__ import annotations
@@ -523,7 +525,22 @@ def main() -> int:
         "--budget-min", type=float, default=25, help="shorten dlt's repeats to stay within it"
     )
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument(
+        "--parts",
+        choices=("all", "serving"),
+        default="all",
+        help="serving: only the serving part, after one full sync per scale",
+    )
+    parser.add_argument(
+        "--home",
+        action="append",
+        default=[],
+        metavar="SCALE=DIR",
+        help="with --parts serving: serve this synced data folder at SCALE instead of syncing",
+    )
     options = parser.parse_args()
+    if options.parts == "serving":
+        return serving_only(options)
     os.chdir(ROOT)  # `uv run` finds the project from the working directory
     # SIGTERM unwinds like Ctrl-C, so the servers and children started below are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -533,27 +550,7 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ductwork-bench-") as work, ProcessGroup() as group:
         suite = Suite(options, Path(work))
-        s3_port = free_socket().getsockname()[1]
-        s3_url = f"http://127.0.0.1:{s3_port}"
-        moto = group.start(
-            [
-                "sh",
-                "-c",
-                'exec "$0" "$@" >/dev/null 2>&1',
-                installed_command("moto_server"),
-                "-H",
-                "127.0.0.1",
-                "-p",
-                str(s3_port),
-            ]
-        )
-        wait_until_answering(s3_url, moto)
-        from assets.resources import ObjectStore
-        from sandbox.server import seed_manuals
-
-        s3 = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
-        s3.create_bucket(Bucket=BUCKET)
-        seed_manuals(s3, BUCKET, 1, 40)
+        s3_url = start_object_store(group)
         for scale in options.scales:
             first = scale == options.scales[0]
             with upstream(scale, group, s3_url) as up:
@@ -572,6 +569,53 @@ def main() -> int:
             # What is measured so far is written at once: a long run stopped later keeps it.
             write_results(suite.found, options, started, done=scale == options.scales[-1])
     return 0
+
+
+def serving_only(options: argparse.Namespace) -> int:
+    """The serving part alone at each scale, on a data folder given by ``--home`` or synced
+    once from the sandbox; prints its figures (``bench/RESULTS.md`` is left as it is)."""
+    homes = dict(entry.split("=", 1) for entry in options.home)
+    os.chdir(ROOT)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    ensure_wrk()
+    with tempfile.TemporaryDirectory(prefix="ductwork-bench-") as work, ProcessGroup() as group:
+        suite = Suite(options, Path(work))
+        s3_url = ""
+        for scale in options.scales:
+            if scale in homes:
+                suite.serving(group, Path(homes[scale]), scale)
+                continue
+            if not s3_url:
+                s3_url = start_object_store(group)
+            with upstream(scale, group, s3_url) as up:
+                home = suite.sync(up, suite.new_home()).home
+            suite.serving(group, home, scale)
+        for name, results in suite.found.serving.items():
+            ours, ceiling = (statistics.median(r["rps"] for r in results[s])
+                             for s in ("ductwork", "ceiling"))  # fmt: skip
+            print(f"[serve] {name}: ductwork / ceiling = {ours / ceiling:.0%}", flush=True)
+        for way, runs in suite.found.paced.items():
+            p99 = statistics.median(r["p99_ms"] for r in runs)
+            print(f"[serve] paced ({way}): p99 {p99:.1f} ms", flush=True)
+    return 0
+
+
+def start_object_store(group: ProcessGroup) -> str:
+    """moto's S3 server with the bench bucket and its manuals; its URL."""
+    s3_port = free_socket().getsockname()[1]
+    s3_url = f"http://127.0.0.1:{s3_port}"
+    command = ["sh", "-c", 'exec "$0" "$@" >/dev/null 2>&1', installed_command("moto_server"),
+               "-H", "127.0.0.1", "-p", str(s3_port)]  # fmt: skip
+    wait_until_answering(s3_url, group.start(command))
+    from assets.resources import ObjectStore
+    from sandbox.server import seed_manuals
+
+    s3 = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
+    s3.create_bucket(Bucket=BUCKET)
+    seed_manuals(s3, BUCKET, 1, 40)
+    return s3_url
 
 
 def write_results(found: Findings, options: argparse.Namespace, started: float, done: bool) -> None:

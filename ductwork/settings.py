@@ -102,7 +102,7 @@ class SyncSettings(_Base):
         default=30, ge=0, description="Days of recent leads re-read by every incremental run."
     )
     warehouse_memory_limit: str = Field(
-        default="256MB",
+        default="128MB",
         pattern=r"^[0-9]{1,6}(KB|MB|GB|KiB|MiB|GiB)$",
         description="DuckDB's memory limit for the sync; beyond it, DuckDB evicts or spills.",
     )
@@ -228,7 +228,13 @@ class ServeSettings(_Base):
     serve_list_cache_mb: int = Field(
         default=128,
         ge=1,
-        description="Record cache of each large list (digital assets, leads) per worker, MiB.",
+        description="Record cache of the lead list per worker, MiB (and of the digital assets "
+        "when their record file cannot be written).",
+    )
+    serve_gzip_cache_mb: int = Field(
+        default=32,
+        ge=1,
+        description="Gzip-compressed snapshot answers kept per worker, MiB.",
     )
     dagster_url: str = Field(
         default="http://127.0.0.1:3000",

@@ -5,8 +5,9 @@ again for every event it stores: a run of ``sync_all`` stores some two hundred e
 copies the asset events to the index database), and on SQLite in WAL mode each close of the
 last connection checkpoints the log. Most of a run with nothing to sync went there. This
 storage keeps one open connection per database instead. Each event is still committed in its
-own transaction, as before, so what a crash leaves behind is unchanged; the files, tables and
-rows are exactly Dagster's.
+own transaction, as before, so what a crash of the process leaves behind is unchanged; the
+files, tables and rows are exactly Dagster's. A commit does not wait for the disk, though (see
+``_commit_without_fsync``).
 
 Only the process that executes a ``ductwork`` run uses it (see ``pipelines.instance``); the
 UI and the daemon keep Dagster's storage as ``dagster.yaml`` configures it.
@@ -22,9 +23,11 @@ from typing import Any
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
 
+# SQLite's ``synchronous`` level for the run's event log (see ``_commit_without_fsync``).
+SYNCHRONOUS = "NORMAL"
 # Databases kept open at once: the index and the current run's, with room for the few runs
 # a check or the UI's queries read; the least recently used is closed beyond that.
 OPEN_DATABASES = 8
@@ -62,6 +65,7 @@ class HeldSqliteEventLogStorage(SqliteEventLogStorage):
             self.conn_string_for_shard(shard),
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
         )
+        event.listen(engine, "connect", _commit_without_fsync)
         if shard not in self._initialized_dbs:
             self._initdb(engine)
             self._initialized_dbs.add(shard)
@@ -95,3 +99,19 @@ class HeldSqliteEventLogStorage(SqliteEventLogStorage):
     def dispose(self) -> None:
         super().dispose()
         self._close()
+
+
+def _commit_without_fsync(dbapi_connection: Any, _record: Any) -> None:
+    """Commit to the write-ahead log without an fsync per event (``synchronous=NORMAL``).
+
+    The event log is in WAL mode, where this level keeps every committed event through a
+    crash or kill of the process and keeps the database consistent through a power cut; only
+    the last events before a power cut may be lost. Waiting for the disk after each of a run's
+    two hundred events (and their copies in the index) took a tenth of a run with nothing to
+    sync.
+    """
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
+    finally:
+        cursor.close()

@@ -120,8 +120,6 @@ def run_job(
     prepare_dagster_home(home.dagster_home)
     from pipelines.definitions import defs  # after DAGSTER_HOME is set
 
-    freeze_what_is_loaded()
-
     names = sorted(job.name for job in defs.resolve_all_job_defs())
     if job_name not in names:
         raise ControlError(f"unknown job {job_name!r}; jobs: {', '.join(names)}")
@@ -129,8 +127,10 @@ def run_job(
     keys = _selected_keys(defs, selection, publish)
     run_id = run_id or str(uuid.uuid4())
     config = {**(run_config or {}), **logger_config(verbose)}
+    instance = run_instance(home.dagster_home)
+    freeze_what_is_loaded()
     started = time.monotonic()
-    with run_instance(home.dagster_home) as instance:
+    with instance:
         with WatchStopSignals() as stop:
             events: list[dg.DagsterEvent] = []
             try:
@@ -153,8 +153,9 @@ def run_job(
 
 
 def freeze_what_is_loaded() -> None:
-    """Keep what is loaded so far (Dagster, the libraries, the definitions) out of the garbage
-    collector's full passes for the rest of this process.
+    """Keep what is loaded so far (Dagster, the libraries, the definitions, the instance's
+    storage) out of the garbage collector's full passes for the rest of this process, and turn
+    collections on (``ductwork sync`` starts with them off, see ``pipelines.cli``).
 
     Those objects live as long as the process, and parsing the upstream's pages sets off full
     passes again and again, each re-scanning them. Unfrozen at exit, so that DuckDB's objects
@@ -162,6 +163,7 @@ def freeze_what_is_loaded() -> None:
     """
     gc.freeze()
     atexit.register(gc.unfreeze)
+    gc.enable()
 
 
 def _settle(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.middleware.gzip import GZipMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
@@ -20,6 +19,7 @@ from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
 from serve.fast_answers import FastAnswers
+from serve.gzip_cache import CompressWhenAsked
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
@@ -36,22 +36,6 @@ class AppConfig:
 
     home: HomeSettings
     serve: ServeSettings
-
-
-class CompressWhenAsked(GZipMiddleware):
-    """Starlette's gzip layer, entered only by a request that accepts gzip.
-
-    Without gzip in ``Accept-Encoding`` the layer would still inspect every answer's headers
-    on every request only to send it as it is.
-    """
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not any(
-            name == b"accept-encoding" and b"gzip" in value for name, value in scope["headers"]
-        ):
-            await self.app(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
 
 
 class ReadApi(FastAPI):
@@ -137,9 +121,9 @@ def create_app(
             allow_headers=["Authorization", "If-None-Match", "X-Request-ID"],
             expose_headers=["ETag", "X-Request-ID", "X-Snapshot-Version", "Retry-After"],
         )
-    # The API answers JSON and metrics text only: no type needs excluding, and an empty list
-    # spares Starlette normalising its default list of fifteen on every request.
-    app.add_middleware(CompressWhenAsked, minimum_size=1024, exclude_content_types=())
+    app.add_middleware(
+        CompressWhenAsked, minimum_size=1024, cache_bytes=serve.serve_gzip_cache_mb << 20
+    )
     app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
     if serve.trusted_proxies:
         # Outermost, so the limits and the access log see the client a trusted proxy names.

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import MutableMapping
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
-from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey
+from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey, KeyStore
 from serve.live_snapshot import ServingState
+from serve.rate_limit import RequestLimit
 
 
 # Both are ``async``: they do no blocking work, and a plain ``def`` dependency costs a trip
@@ -24,10 +26,15 @@ async def serving_state(request: Request) -> ServingState:
 
 def presented_key(request: Request) -> ApiKey | None:
     """The active key the request presents as ``Authorization: Bearer KEY``, or None."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return key_of(request.app.state.keys, request.headers.get("authorization", ""))
+
+
+def key_of(keys: KeyStore, authorization: str) -> ApiKey | None:
+    """The active key an ``Authorization`` header value presents as ``Bearer KEY``, or None."""
+    scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
-    return request.app.state.keys.verify(token.strip())
+    return keys.verify(token.strip())
 
 
 # Set in the ASGI scope once a request has been counted against its key's limit, so that a
@@ -37,11 +44,16 @@ KEY_COUNTED = "ductwork.key_counted"
 
 async def count_against_key_limit(request: Request, key: ApiKey) -> None:
     """Count the request against its key's rate limit (once per request); 429 beyond it."""
-    if request.scope.get(KEY_COUNTED):
+    await count_in_scope(request.scope, request.app.state.key_limit, key)
+
+
+async def count_in_scope(scope: MutableMapping[str, Any], limit: RequestLimit, key: ApiKey) -> None:
+    """``count_against_key_limit`` for the ASGI ``scope`` of a request."""
+    if scope.get(KEY_COUNTED):
         return
-    request.scope[KEY_COUNTED] = True
+    scope[KEY_COUNTED] = True
     # Counted by the key's hash: the key itself is never kept in memory longer than needed.
-    wait = await request.app.state.key_limit.check(key.key_hash)
+    wait = await limit.check(key.key_hash)
     if wait is not None:
         raise rate_limited(wait)
 

@@ -1,21 +1,22 @@
-"""A short path for the hottest answers: found SKU lookups and plain list pages.
+"""A short path for the hottest answers: SKU lookups and list pages.
 
 A lookup is a dictionary read and a cached list page a slice, so the framework's routing,
 parameter parsing and dependency injection cost more than the work itself. This ASGI
 middleware answers these requests itself, building the very same response as the routes
-(``json_answer`` over the same envelopes):
+(the same envelopes, errors and ``responses`` helpers):
 
-- ``GET /products/v2.0/units/{sku}`` and ``GET /products/v2.0/{unit type}/{sku}`` when the SKU
-  is found;
+- ``GET /products/v2.0/units/{sku}`` and ``GET /products/v2.0/{unit type}/{sku}``: the record,
+  its 304 when ``If-None-Match`` names the snapshot, or the family's 404 for an unknown SKU;
 - ``GET /products/v2.0/products``, ``GET /products/v2.0/{unit type}`` and
   ``GET /warehouse/v1.0/digital-assets`` whose query holds nothing but one valid ``count``
-  and/or one valid ``page``.
+  and/or one valid ``page`` (and, for the digital assets, one valid ``updatedAfter``): the
+  page, or its 304.
 
 The key's rate limit is checked before any record is read: a request over it gets its 429
 here, in the family's style. Anything else (a bad or missing key, a key without the family's
-scope, an unknown SKU, a filter, a malformed or repeated parameter, ``If-None-Match``, no
-snapshot yet) goes on to the framework unchanged, so every other error and 304 keeps its one
-implementation; a request counted here is not counted again there.
+scope, an empty SKU, any other parameter, a malformed or repeated one, no snapshot yet) goes on
+to the framework unchanged, so every other error keeps its one implementation; a request
+counted here is not counted again there.
 """
 
 from __future__ import annotations
@@ -23,19 +24,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.requests import Request
-
 from ductwork.contract import params, paths
+from ductwork.contract.encoding import epoch_micros
 from ductwork.contract.envelopes import product_lookup
-from ductwork.contract.errors import ApiError
+from ductwork.contract.errors import ApiError, product_not_found, unit_not_found
 from ductwork.contract.paths import Family
 from ductwork.keys import SCOPE_OF
-from serve.deps import count_against_key_limit, presented_key
+from serve.deps import count_in_scope, key_of
 from serve.live_snapshot import ServingState
-from serve.responses import error_response, json_answer
+from serve.responses import error_response, holds_current, not_modified, ready_json
 from serve.routers.warehouse import digital_assets_body
 
 Scope = MutableMapping[str, Any]
@@ -45,11 +46,12 @@ log = logging.getLogger("ductwork.serve")
 _RESOLVER = paths.UNITS_RESOLVER + "/"
 _PRODUCTS = paths.PRODUCTS_PREFIX + "/"
 _PAGE_PARAMETERS = frozenset({"count", "page"})
+_ASSET_PARAMETERS = frozenset({"count", "page", "updatedAfter"})
 
 
 class FastAnswers:
-    """Answers found SKU lookups and plain list pages without the framework; passes every
-    other request on."""
+    """Answers SKU lookups and plain list pages without the framework; passes every other
+    request on."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -74,24 +76,46 @@ class FastAnswers:
             family = Family.WAREHOUSE
         else:
             return None
-        request = Request(scope)
-        if "if-none-match" in request.headers:
+        planned = _plan(path, scope["query_string"])
+        if planned is None:
             return None
-        state = request.app.state.live.get()
+        app_state = scope["app"].state
+        state = app_state.live.get()
         if state is None:
             return None
-        planned = _plan(path, scope["query_string"])
+        authorization, if_none_match = _request_headers(scope["headers"])
         # The key is verified only for a request this path takes (the routes verify the
         # others), and counted against its limit before any record is read for it.
-        key = presented_key(request) if planned is not None else None
+        key = key_of(app_state.keys, authorization)
         if key is None or SCOPE_OF[family] not in key.scopes:
             return None
         try:
-            await count_against_key_limit(request, key)
+            await count_in_scope(scope, app_state.key_limit, key)
         except ApiError as error:
             return error_response(error, path)
-        body = await _read(state, planned)
-        return None if body is None else json_answer(request, state, body)
+        if isinstance(planned, _Lookup):
+            record = _find(state, planned)
+            if record is None:
+                return error_response(_not_found(planned), path)
+            if holds_current(state, if_none_match):
+                return not_modified(state)
+            return ready_json(state, product_lookup(record))
+        if holds_current(state, if_none_match):
+            return not_modified(state)
+        return ready_json(state, await _read(state, planned))
+
+
+def _request_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, str | None]:
+    """The first ``Authorization`` (empty when absent) and ``If-None-Match`` values, as
+    Starlette's ``Headers.get`` reads them."""
+    authorization = if_none_match = None
+    for name, value in headers:
+        if name == b"authorization":
+            if authorization is None:
+                authorization = value.decode("latin-1")
+        elif name == b"if-none-match" and if_none_match is None:
+            if_none_match = value.decode("latin-1")
+    return authorization or "", if_none_match
 
 
 @dataclass(frozen=True)
@@ -104,58 +128,87 @@ class _Lookup:
 
 @dataclass(frozen=True)
 class _ListPage:
-    """A plain page of a list: ``products``, a unit type or the digital assets."""
+    """A page of a list: ``products``, a unit type or the digital assets (``updatedAfter``
+    for those only)."""
 
     slug: str | None  # None: the digital-asset list
     number: int
     size: int
+    after: datetime | None = None
 
 
 def _plan(path: str, query: bytes) -> _Lookup | _ListPage | None:
     """What this request asks for, when it is one the short path takes; nothing is read."""
     if path == paths.WAREHOUSE_DIGITAL_ASSETS:
-        page = _plain_page(query)
-        return None if page is None else _ListPage(None, *page)
+        given = _single_parameters(query, _ASSET_PARAMETERS)
+        if given is None:
+            return None
+        try:
+            number = params.read_page(given.get("page"))
+            size = params.read_count(given.get("count"))
+            after = params.read_datetime("updatedAfter", given.get("updatedAfter"))
+        except ApiError:
+            return None  # the routes answer the error
+        return _ListPage(None, number, size, after)
     if path.startswith(_RESOLVER):
-        return None if query else _Lookup(None, path[len(_RESOLVER) :])
+        sku = path[len(_RESOLVER) :]
+        return None if query or not sku else _Lookup(None, sku)
     slug, slash, sku = path[len(_PRODUCTS) :].partition("/")
     if not slash:  # a list: /products/v2.0/products or /products/v2.0/{unit type}
         page = _plain_page(query)
         if page is None or (slug != "products" and slug not in paths.UNIT_SLUGS):
             return None
         return _ListPage(slug, *page)
-    if slug not in paths.UNIT_SLUGS or query:  # /products/v2.0/{unit type}/{sku}
+    if slug not in paths.UNIT_SLUGS or query or not sku:  # /products/v2.0/{unit type}/{sku}
         return None
     return _Lookup(slug, sku)
 
 
-async def _read(state: ServingState, planned: _Lookup | _ListPage) -> bytes | None:
-    """The answer's body, or None for a SKU not found (the routes answer that)."""
-    if isinstance(planned, _Lookup):
-        if planned.slug is None:
-            record = state.catalog.resolver.get(planned.sku)
-        else:
-            record = state.catalog.unit(planned.slug, planned.sku)
-        return None if record is None else product_lookup(record)
+def _find(state: ServingState, lookup: _Lookup) -> bytes | None:
+    """The record a lookup names, or None."""
+    if lookup.slug is None:
+        return state.catalog.resolver.get(lookup.sku)
+    return state.catalog.unit(lookup.slug, lookup.sku)
+
+
+def _not_found(lookup: _Lookup) -> ApiError:
+    """The routes' 404 for a lookup that found nothing."""
+    if lookup.slug is None:
+        return product_not_found(lookup.sku)
+    return unit_not_found(lookup.slug, lookup.sku)
+
+
+async def _read(state: ServingState, planned: _ListPage) -> bytes:
+    """The body of a list page, read from the snapshot."""
     number, size = planned.number, planned.size
     if planned.slug == "products":
         return state.catalog.product_page(None, number, size)
     if planned.slug is not None:
         return state.catalog.unit_page(planned.slug, {}, number, size)
     listing = state.digital_assets
+    after = planned.after
+    first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
-    records = await listing.page(start, min(end, len(listing)))
-    return digital_assets_body(records, number, size, len(listing), None)
+    joined = await listing.joined(first + start, min(first + end, len(listing)))
+    return digital_assets_body(joined, number, size, len(listing) - first, after)
 
 
-def _plain_page(query: bytes) -> tuple[int, int] | None:
-    """``(page, count)`` from a query of nothing but one valid ``page`` and/or ``count``."""
+def _single_parameters(query: bytes, allowed: frozenset[str]) -> dict[str, str] | None:
+    """The query's parameters when each is one of ``allowed`` and none is repeated."""
     try:
         pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=False)
     except ValueError:
         return None
     given = dict(pairs)
-    if len(given) != len(pairs) or not set(given) <= _PAGE_PARAMETERS:
+    if len(given) != len(pairs) or not set(given) <= allowed:
+        return None
+    return given
+
+
+def _plain_page(query: bytes) -> tuple[int, int] | None:
+    """``(page, count)`` from a query of nothing but one valid ``page`` and/or ``count``."""
+    given = _single_parameters(query, _PAGE_PARAMETERS)
+    if given is None:
         return None
     try:
         return params.read_page(given.get("page")), params.read_count(given.get("count"))

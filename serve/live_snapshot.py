@@ -69,7 +69,7 @@ def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> 
             catalog=load_catalog(con),
             small=load_small_answers(con),
             digital_assets=load_list(
-                reader, "serving_digital_assets", "updated_us", False, cache_bytes
+                reader, "serving_digital_assets", "updated_us", False, cache_bytes, snapshot.path
             ),
             leads=load_list(reader, "serving_leads", "created_us", True, cache_bytes),
             reader=reader,

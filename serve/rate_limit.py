@@ -2,7 +2,9 @@
 
 With ``DUCTWORK_RATE_LIMIT_URL`` (``redis://...``) every worker of every replica counts in the
 same Redis, so a limit holds for the whole service. Without it, each process counts in its
-own memory, and the service admits the limit times the number of processes.
+own memory, and the service admits the limit times the number of processes. In memory the
+windows are kept here (``LocalWindows``) rather than in the library's memory storage, whose
+clean-up hops to a thread and holds the client's lock meanwhile, on nearly every request.
 
 When Redis cannot be reached the limits fail open to this process's own memory: requests are
 still counted and limited per process, a warning is logged (at most once a minute) and
@@ -16,9 +18,11 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
+from collections.abc import Callable
 
 from limits import RateLimitItemPerSecond
-from limits.aio.storage import MemoryStorage, Storage
+from limits.aio.storage import Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 from limits.storage import storage_from_string
@@ -38,7 +42,7 @@ class LimitCounter:
 
     def __init__(self, redis_url: str | None, registry: CollectorRegistry | None) -> None:
         """``registry`` takes the error counter; None in prometheus multiprocess mode."""
-        self._local = MovingWindowRateLimiter(MemoryStorage())
+        self._local = LocalWindows()
         self._remote: MovingWindowRateLimiter | None = None
         if redis_url is not None:
             storage: Storage = storage_from_string(
@@ -61,14 +65,14 @@ class LimitCounter:
         """Count one request for ``who``: None if allowed, else the seconds to wait."""
         remote = self._remote
         if remote is None:
-            return await _hit(self._local, limit, who)
+            return self._local.hit(limit, who)
         if time.monotonic() >= self._skip_remote_until:
             try:
                 return await _hit(remote, limit, who)
             except (StorageError, OSError) as exc:
                 self._remote_failed(exc)
         self.store_errors.inc()
-        return await _hit(self._local, limit, who)
+        return self._local.hit(limit, who)
 
     def _remote_failed(self, exc: Exception) -> None:
         now = time.monotonic()
@@ -89,6 +93,43 @@ async def _hit(
         return None
     stats = await limiter.get_window_stats(limit, *who)
     return max(1, math.ceil(stats.reset_time - time.time()))
+
+
+class LocalWindows:
+    """Moving windows counted in this process's memory: the times of each client's requests
+    still inside its window, oldest first. A request is refused when the window already holds
+    ``amount`` of them, as the library's moving window does."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._hits: dict[tuple[str, ...], deque[float]] = {}
+        self._next_sweep = -math.inf
+
+    def __len__(self) -> int:
+        """The clients with a window held."""
+        return len(self._hits)
+
+    def hit(self, limit: RateLimitItemPerSecond, who: tuple[str, ...]) -> int | None:
+        """Count one request for ``who``: None if allowed, else the seconds to wait."""
+        now = self._clock()
+        period = limit.get_expiry()
+        if now >= self._next_sweep:
+            self._sweep(now, period)
+        hits = self._hits.get(who)
+        if hits is None:
+            hits = self._hits[who] = deque()
+        while hits and hits[0] < now - period:
+            hits.popleft()
+        if len(hits) >= limit.amount:
+            return max(1, math.ceil(hits[0] + period - now))
+        hits.append(now)
+        return None
+
+    def _sweep(self, now: float, period: float) -> None:
+        """Forget clients with no request inside the window (at most once a window)."""
+        self._next_sweep = now + period
+        for who in [who for who, hits in self._hits.items() if not hits or hits[-1] < now - period]:
+            del self._hits[who]
 
 
 class RequestLimit:

@@ -42,12 +42,26 @@ class _ReadyJson(Response):
 
 def json_answer(request: Request, state: ServingState, body: bytes) -> Response:
     """200 with ``body``, or 304 when the caller already holds this snapshot's answer."""
-    headers = _snapshot_headers(state.etag, state.version)
-    if request.headers.get("if-none-match") == state.etag:
-        answer = Response(status_code=304)
-        answer.raw_headers[:0] = headers
-        return answer
-    return _ReadyJson(body, headers)
+    if holds_current(state, request.headers.get("if-none-match")):
+        return not_modified(state)
+    return ready_json(state, body)
+
+
+def holds_current(state: ServingState, if_none_match: str | None) -> bool:
+    """Whether an ``If-None-Match`` value names this snapshot's answer (then: 304)."""
+    return if_none_match == state.etag
+
+
+def not_modified(state: ServingState) -> Response:
+    """The 304 of every answer of this snapshot."""
+    answer = Response(status_code=304)
+    answer.raw_headers[:0] = _snapshot_headers(state.etag, state.version)
+    return answer
+
+
+def ready_json(state: ServingState, body: bytes) -> Response:
+    """200 with ``body``, tagged with its snapshot."""
+    return _ReadyJson(body, _snapshot_headers(state.etag, state.version))
 
 
 def error_response(error: ApiError, path: str) -> Response:

@@ -6,23 +6,31 @@ pointing at its row in the base table (``row_id``). A worker keeps only the sort
 (microseconds since the epoch, and lead ids) to turn a filter or a cursor into a position range.
 Record JSON is read from the base table a chunk of positions at a time and kept in a small
 least-recently-used cache: a consumer walking the pages costs one query per chunk rather than
-one per page, and a cached page is answered without leaving the event loop.
+one per page, and a cached page is answered without leaving the event loop. The digital assets,
+paged far more, are mapped from a record file instead (``serve.record_file``): every page is
+one slice of it, whatever the cache would have held.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 from starlette.concurrency import run_in_threadpool
 
+from serve import record_file
+from serve.record_file import RecordFile
 from warehouse_sql import NUMBERED_LISTS
 
+log = logging.getLogger("ductwork.serve")
 NO_TIME = np.iinfo(np.int64).max
 CHUNK = 1000  # positions per cached read: one page at the largest page size
 CACHE_BYTES = 128 << 20  # per list and worker, unless the settings say otherwise
@@ -40,6 +48,21 @@ _COPIED_RANGE_SQL = {
     table: f"SELECT record FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
     for table in NUMBERED_LISTS
 }
+# Records by position range, each followed by the comma that joins it to the next: the content
+# of a record file (serve/record_file.py), read a range at a time, since one query over the
+# whole list would hold all of it in DuckDB's memory at once.
+_WRITE_SQL = {
+    table: (
+        f"SELECT b.record || ',' FROM {table} AS n JOIN {base} AS b ON b.rowid = n.row_id "
+        "WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos"
+    )
+    for table, base in NUMBERED_LISTS.items()
+}
+_COPIED_WRITE_SQL = {
+    table: f"SELECT record || ',' FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
+    for table in NUMBERED_LISTS
+}
+WRITE_RANGE = 100_000  # positions per query while writing a record file
 
 
 @dataclass
@@ -119,6 +142,9 @@ class PositionedList:
     keys_us: np.ndarray
     ids: list[str] | None = None
     cache: ChunkCache = field(default_factory=ChunkCache)
+    # Every record in one mapped file, when the list was loaded with one: then the cache and
+    # the range query are not used.
+    whole: RecordFile | None = None
 
     def __len__(self) -> int:
         return len(self.keys_us)
@@ -175,6 +201,13 @@ class PositionedList:
             found = await run_in_threadpool(self.records, start, end)
         return found
 
+    async def joined(self, start: int, end: int) -> bytes:
+        """The JSON of records [start, end) joined by commas, for a request handler: a slice
+        of the record file when there is one."""
+        if self.whole is not None:
+            return self.whole.joined(start, end)
+        return b",".join(await self.page(start, end))
+
 
 def load_list(
     reader: SnapshotReader,
@@ -182,9 +215,10 @@ def load_list(
     key_column: str,
     with_ids: bool,
     cache_bytes: int = CACHE_BYTES,
+    snapshot: Path | None = None,
 ) -> PositionedList:
     """Read the sort keys of a numbered serving table; its records are cached up to
-    ``cache_bytes``."""
+    ``cache_bytes``, or, given the ``snapshot`` file read, mapped from a record file."""
     id_part = ", id" if with_ids else ""
     query = f"SELECT {key_column}{id_part} FROM {table} ORDER BY pos"
     table_arrow = reader.cursor().sql(query).to_arrow_table()
@@ -197,4 +231,34 @@ def load_list(
     )
     pointing = ("row_id",) in columns
     range_sql = (_RANGE_SQL if pointing else _COPIED_RANGE_SQL)[table]
-    return PositionedList(reader, range_sql, keys, ids, ChunkCache(cache_bytes))
+    listing = PositionedList(reader, range_sql, keys, ids, ChunkCache(cache_bytes))
+    if snapshot is not None:
+        query = (_WRITE_SQL if pointing else _COPIED_WRITE_SQL)[table]
+        # Read only if no worker wrote the file yet.
+        batches = _every_record(reader, query, len(keys))
+        name = record_file.name_for(snapshot, table)
+        try:
+            listing.whole = record_file.open_or_write(name, batches, snapshot.parent)
+        except OSError as exc:  # e.g. a folder this process may not write: pages are read
+            log.warning("%s: no record file (%s); pages read from the snapshot", table, exc)
+        finally:
+            # A write cut short (a full disk) leaves the generator suspended on an open
+            # cursor of the snapshot, which would keep its database open in this process.
+            batches.close()
+            pa.default_memory_pool().release_unused()  # the batches written, kept by Arrow
+        if listing.whole is not None and len(listing.whole) != len(keys):
+            raise ValueError(f"{table}: {len(listing.whole)} records for {len(keys)} positions")
+    return listing
+
+
+def _every_record(reader: SnapshotReader, query: str, count: int) -> Iterator[pa.Array]:
+    """The records of positions [0, count) that ``query`` reads by position range, a batch at
+    a time, on a cursor of their own."""
+    cursor = reader.con.cursor()
+    try:
+        for start in range(0, count, WRITE_RANGE):
+            found = cursor.sql(query, params=[start, start + WRITE_RANGE])
+            for batch in found.to_arrow_reader(WRITE_RANGE):
+                yield batch.column(0)
+    finally:
+        cursor.close()

@@ -116,3 +116,55 @@ def test_a_storage_named_in_dagster_yaml_is_used_as_configured(tmp_path: Path) -
         _run_twice(instance)
     assert list((base / "history" / "runs").glob("*.db"))
     assert not (home / "history").exists()
+
+
+def test_the_run_event_log_commits_to_its_write_ahead_log_without_an_fsync(
+    tmp_path: Path,
+) -> None:
+    """Every database of the held log is in WAL mode at ``synchronous=NORMAL``: a commit no
+    longer waits for the disk (SQLite's default, FULL, fsyncs the log on every event)."""
+    home = prepare_dagster_home(tmp_path / "dagster")
+    with run_instance(home) as instance:
+        _run_twice(instance)
+        storage = instance.event_log_storage
+        connections = [storage.index_connection()]
+        connections += [storage.run_connection(run.run_id) for run in instance.get_runs()]
+        for connection in connections:
+            with connection as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+
+
+KILLED_AFTER_A_RUN = """
+import os, signal, sys
+sys.path[:0] = [{tests!r}, {root!r}]
+from pathlib import Path
+from test_event_log_storage import _run_twice
+from pipelines.instance import prepare_dagster_home, run_instance
+instance = run_instance(prepare_dagster_home(Path({home!r})))
+_run_twice(instance)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_events_committed_before_the_process_is_killed_are_all_kept(tmp_path: Path) -> None:
+    """A process killed right after its runs, without closing anything, leaves every event it
+    committed readable by Dagster's own storage: both runs ended in success, with their
+    materialisations."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "dagster"
+    script = KILLED_AFTER_A_RUN.format(
+        tests=str(Path(__file__).parent),
+        root=str(Path(__file__).parent.parent),
+        home=str(home),
+    )
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    with dg.DagsterInstance.from_config(str(home)) as plain:
+        runs = plain.get_runs()
+        assert len(runs) == 2
+        assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
+        materialized = plain.fetch_materializations(counted.key, limit=10).records
+        assert {record.run_id for record in materialized} == {run.run_id for run in runs}

@@ -15,6 +15,10 @@ _RFC3339 = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:\d{2})$")
 # Values inside records may also carry ISO 8601's basic offset (``+0000``), as Salesforce
 # writes it; query parameters may not (the wire contract makes that a 400).
 _RECEIVED = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:?\d{2})$")
+# The contract's own form, which nearly every value a sync reads already has. Both patterns
+# above accept it, and ``datetime.fromisoformat`` reads it as it stands: a sync reads hundreds
+# of thousands of these, and the general path's rebuilding costs several times more.
+_CONTRACT_FORM = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 
 def quote_sku(sku: str) -> str:
@@ -43,7 +47,15 @@ def parse_received_datetime(text: str) -> datetime:
     return _parse(_RECEIVED, text)
 
 
+def in_contract_form(text: str) -> bool:
+    """Whether ``text`` is written the contract's way (UTC, milliseconds, ``Z``); the date and
+    time it names may still be impossible (a 13th month): parsing tells that."""
+    return _CONTRACT_FORM.fullmatch(text) is not None
+
+
 def _parse(pattern: re.Pattern[str], text: str) -> datetime:
+    if in_contract_form(text):
+        return datetime.fromisoformat(text)  # ValueError for an impossible date or time
     match = pattern.match(text)
     if match is None:
         raise ValueError(f"not an RFC 3339 date-time with time and offset: {text!r}")

@@ -7,16 +7,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from ductwork.contract.encoding import dumps, parse_received_datetime
 from ductwork.settings import SyncSettings, load
 from ductwork.store.bookmarks import read_bookmark, write_bookmark
+from ductwork.store.columns import Columns
 from ductwork.upstream.schema_drift import RecordShape
 from warehouse_sql import schema_sql
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Record = Mapping[str, Any]
 RowOf = Callable[[Record], dict[str, Any]]
@@ -43,19 +46,20 @@ def name_of(value: object) -> str | None:
 
 
 def rows_table(
-    records: Iterable[Record], row_of: RowOf, schema: pa.Schema, synced_at: datetime | None = None
+    records: Iterable[Record], row_of: RowOf, columns: Columns, synced_at: datetime | None = None
 ) -> pa.Table:
     """Build an Arrow table of typed rows; each row carries its record's JSON and sync time."""
     moment = synced_at or datetime.now(UTC)
+    with_record, with_time = "record" in columns.names, "synced_at" in columns.names
     rows = []
     for record in records:
         row = row_of(record)
-        if "record" in schema.names:
+        if with_record:
             row["record"] = dumps(record).decode()
-        if "synced_at" in schema.names:
+        if with_time:
             row["synced_at"] = moment
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=schema)
+    return columns.table(rows)
 
 
 @dataclass(frozen=True)

@@ -66,25 +66,42 @@ class DriftTally:
     missing: int = 0
     mistyped: int = 0
 
+    # Verdicts by record signature (member names and value types, in order): nearly every
+    # record of a stream has the same few signatures, so most records cost a lookup.
+    _verdicts: dict[tuple[tuple[str, ...], tuple[type, ...]], tuple[bool, bool, bool]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
     def count(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Add a batch of records to the counts."""
-        known_names = self.shape.known_names
-        required_names = self.shape.required_names
-        typed = self.shape.typed_members
+        verdicts = self._verdicts
         for record in records:
-            names = record.keys()
-            has_unknown = not names <= known_names
-            has_missing = not required_names <= names
-            has_mistyped = False
-            for name, kinds in typed:
-                value = record.get(name, _ABSENT)
-                if value is not _ABSENT and type(value) not in kinds:
-                    has_mistyped = True
-                    break
+            signature = (tuple(record), tuple(map(type, record.values())))
+            verdict = verdicts.get(signature)
+            if verdict is None:
+                verdict = self._judge(record)
+                if len(verdicts) < _MAX_SIGNATURES:
+                    verdicts[signature] = verdict
+            has_unknown, has_missing, has_mistyped = verdict
             self.unknown += has_unknown
             self.missing += has_missing
             self.mistyped += has_mistyped
             self.records += has_unknown or has_missing or has_mistyped
+
+    def _judge(self, record: Mapping[str, Any]) -> tuple[bool, bool, bool]:
+        """Whether ``record`` has unknown members, lacks required ones, or has mistyped ones."""
+        names = record.keys()
+        has_mistyped = False
+        for name, kinds in self.shape.typed_members:
+            value = record.get(name, _ABSENT)
+            if value is not _ABSENT and type(value) not in kinds:
+                has_mistyped = True
+                break
+        return (
+            not names <= self.shape.known_names,
+            not self.shape.required_names <= names,
+            has_mistyped,
+        )
 
     def as_metadata(self) -> dict[str, int]:
         """The counts as run metadata."""
@@ -97,6 +114,7 @@ class DriftTally:
 
 
 _ABSENT = object()
+_MAX_SIGNATURES = 4096  # a stream of ever-new shapes is judged record by record past this
 
 LINKS = dict  # {"self": {"href": ...}}
 

@@ -9,12 +9,14 @@ are stored as received; only the copies used to resume and compare are normalise
 
 from __future__ import annotations
 
-from ductwork.contract.encoding import format_datetime, parse_received_datetime
+from ductwork.contract.encoding import format_datetime, in_contract_form, parse_received_datetime
 
 
 def canonical(text: str) -> str:
     """``text`` in the contract's form; ValueError when it is not a date-time with an offset."""
-    return format_datetime(parse_received_datetime(text))
+    moment = parse_received_datetime(text)
+    # Text already in the contract's form is its own rendering: skip formatting it again.
+    return text if in_contract_form(text) else format_datetime(moment)
 
 
 def canonical_or_received(value: object) -> str:
@@ -24,6 +26,8 @@ def canonical_or_received(value: object) -> str:
     unchanged, which is what a cursor did before normalising.
     """
     text = "" if value is None else str(value)
+    if in_contract_form(text):
+        return text  # its own rendering when it names a real instant, received as is when not
     try:
         return canonical(text)
     except ValueError:

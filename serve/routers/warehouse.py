@@ -37,17 +37,18 @@ async def list_digital_assets(
     listing = state.digital_assets
     first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
-    records = await listing.page(first + start, min(first + end, len(listing)))
-    body = digital_assets_body(records, number, size, len(listing) - first, after)
+    joined = await listing.joined(first + start, min(first + end, len(listing)))
+    body = digital_assets_body(joined, number, size, len(listing) - first, after)
     return json_answer(request, state, body)
 
 
 def digital_assets_body(
-    records: list[bytes], number: int, size: int, matching: int, after: datetime | None
+    joined: bytes, number: int, size: int, matching: int, after: datetime | None
 ) -> bytes:
-    """A digital-asset list page: ``records`` of the ``matching`` ones, in the envelope."""
+    """A digital-asset list page: records of the ``matching`` ones (``joined`` by commas), in
+    the envelope."""
     return envelopes.warehouse_list(
-        records,
+        [joined],
         params.pagination(number, size, matching),
         {"updatedAfter": None if after is None else format_datetime(after)},
     )

@@ -1,0 +1,63 @@
+"""The columns of a table the sync writes, declared without importing pyarrow.
+
+pyarrow (and the numpy it loads) is needed only once a sync has rows to write, while the asset
+modules that declare their tables load in every run: a run with nothing new to store never
+imports it.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# The column types the warehouse's tables use, by the name a declaration gives them.
+TYPES = ("string", "int32", "int64", "float64", "bool", "timestamp")
+
+
+def _arrow_type(name: str) -> pa.DataType:
+    import pyarrow as pa
+
+    if name == "timestamp":
+        return pa.timestamp("us", tz="UTC")
+    return {
+        "string": pa.string(),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+    }[name]
+
+
+class Columns:
+    """Named, typed columns (``("sku", "string")``, ``("synced_at", "timestamp")``: UTC,
+    microseconds); the Arrow schema is built the first time a table is."""
+
+    def __init__(self, *columns: tuple[str, str]) -> None:
+        unknown = sorted({kind for _, kind in columns} - set(TYPES))
+        if unknown:
+            raise ValueError(f"unknown column types {unknown}; known: {', '.join(TYPES)}")
+        self.columns = columns
+
+    @property
+    def names(self) -> list[str]:
+        """The column names, in order."""
+        return [name for name, _ in self.columns]
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema."""
+        import pyarrow as pa
+
+        return pa.schema([(name, _arrow_type(kind)) for name, kind in self.columns])
+
+    def table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        """An Arrow table of ``rows`` (dicts by column name; a missing column is null)."""
+        import pyarrow as pa
+
+        return pa.Table.from_pylist(rows, schema=self.schema)
+
+    def __repr__(self) -> str:
+        return f"Columns{self.columns!r}"
