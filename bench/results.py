@@ -281,11 +281,14 @@ class Report:
             "connection or behind a stalled answer counts (the coordinated-omission correction "
             f"plain `wrk` leaves out; {self.options.wrk_connections} keep-alive connections). "
             "Run with the generator sharing both cores with the server, then with the server's "
-            "processes pinned to core 0 and the generator to core 1 (`taskset`), alternately.",
+            "processes pinned to core 0 and the generator to core 1 (`taskset`), alternately. "
+            "The ceiling rows are the same generator at the same rate against the ceiling: "
+            "what the machine and the generator allow (the target is on ductwork's rows).",
             "",
         ]
         rows = []
-        for way, label in (("shared", "cores shared"), ("pinned", "pinned apart")):
+        ways = (("shared", "cores shared"), ("pinned", "pinned apart"))
+        for way, label in [*ways, *((f"ceiling {w}", f"ceiling, {t}") for w, t in ways)]:
             runs = found.paced.get(way, [])
             if not runs:
                 continue

@@ -103,6 +103,16 @@ def measured(
     return Measured(seconds, usage.ru_maxrss * 1024, report, text)
 
 
+@dataclass(frozen=True)
+class Target:
+    """A server under open-loop load: its process (to pin), URL, request file and key."""
+
+    process: subprocess.Popen
+    url: str
+    paths: Path
+    key: str | None
+
+
 @dataclass
 class Upstream:
     """The sandbox (and moto) of one scale."""
@@ -417,20 +427,25 @@ class Suite:
                 flush=True,
             )
             if mix.paced:
-                self.paced(mix.name, ours, ours_url, ours_file, key)
+                self.paced(mix.name, Target(ours, ours_url, ours_file, key))
+                # The same generator and rate against the ceiling: what the machine and the
+                # generator themselves allow (no target; the ductwork rows carry it).
+                self.paced(mix.name, Target(ceiling, ceiling_url, ceiling_file, None), "ceiling ")
         for child in (ours, ceiling):
             stop(child)
 
-    def paced(self, name: str, ours: subprocess.Popen, url: str, paths: Path, key: str) -> None:
+    def paced(self, name: str, target: Target, label: str = "") -> None:
         """The mix at half the ceiling's median rate, open loop, with the load generator
         sharing both cores with the server, then pinned: generator on core 1, server on 0."""
         rate = 0.5 * statistics.median(r["rps"] for r in self.found.serving[name]["ceiling"])
         self.found.paced_rate = rate
-        command = [sys.executable, "-m", "bench.open_loop", "--url", url, "--paths", str(paths),
-                   "--key", key, "--rate", f"{rate:.0f}", "--seconds",
+        command = [sys.executable, "-m", "bench.open_loop", "--url", target.url, "--paths",
+                   str(target.paths), "--rate", f"{rate:.0f}", "--seconds",
                    str(self.options.serve_seconds), "--connections",
                    str(self.options.wrk_connections)]  # fmt: skip
-        server = process_tree(ours.pid)
+        if target.key is not None:
+            command += ["--key", target.key]
+        server = process_tree(target.process.pid)
         for _ in range(self.options.runs):
             for way in ("shared", "pinned"):
                 pin(server, "0,1" if way == "shared" else "0")
@@ -438,9 +453,9 @@ class Suite:
                 out = subprocess.run([*prefix, *command], capture_output=True, text=True,
                                      check=True, cwd=ROOT).stdout  # fmt: skip
                 result = json.loads(out.strip().splitlines()[-1])
-                self.found.paced.setdefault(way, []).append(result)
+                self.found.paced.setdefault(label + way, []).append(result)
                 print(
-                    f"[serve] paced {rate:.0f}/s ({way}): {result['rps']:.0f}/s, "
+                    f"[serve] {label}paced {rate:.0f}/s ({way}): {result['rps']:.0f}/s, "
                     f"p99 {result['p99_ms']:.1f} ms, statuses {result['statuses']}",
                     flush=True,
                 )
