@@ -34,34 +34,32 @@ log = logging.getLogger("ductwork.serve")
 NO_TIME = np.iinfo(np.int64).max
 CHUNK = 1000  # positions per cached read: one page at the largest page size
 CACHE_BYTES = 128 << 20  # per list and worker, unless the settings say otherwise
-# Queries by table, written here once; only positions travel as parameters.
-_RANGE_SQL = {
-    table: (
-        f"SELECT b.record FROM {table} AS n JOIN {base} AS b ON b.rowid = n.row_id "
+
+
+def _range_query(table: str, base: str | None, column: str) -> str:
+    """The query for positions ``[?, ?)`` of a numbered list, selecting ``column`` (an
+    expression of the record's columns): through ``row_id`` into ``base``, or from the list
+    itself when ``base`` is None (a snapshot of an earlier release copied the records there)."""
+    if base is None:
+        return f"SELECT {column} FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
+    return (
+        f"SELECT b.{column} FROM {table} AS n JOIN {base} AS b ON b.rowid = n.row_id "
         "WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos"
     )
-    for table, base in NUMBERED_LISTS.items()
-}
-# Snapshots published by earlier releases copied the records into the numbered lists (and have
-# no ``row_id``); they are still served until the next publish replaces them.
-_COPIED_RANGE_SQL = {
-    table: f"SELECT record FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
-    for table in NUMBERED_LISTS
-}
+
+
+# Queries by table, written here once; only positions travel as parameters. Snapshots published
+# by earlier releases copied the records into the numbered lists (and have no ``row_id``); they
+# are still served until the next publish replaces them.
+_RANGE_SQL = {table: _range_query(table, base, "record") for table, base in NUMBERED_LISTS.items()}
+_COPIED_RANGE_SQL = {table: _range_query(table, None, "record") for table in NUMBERED_LISTS}
 # Records by position range, each followed by the comma that joins it to the next: the content
 # of a record file (serve/record_file.py), read a range at a time, since one query over the
 # whole list would hold all of it in DuckDB's memory at once.
 _WRITE_SQL = {
-    table: (
-        f"SELECT b.record || ',' FROM {table} AS n JOIN {base} AS b ON b.rowid = n.row_id "
-        "WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos"
-    )
-    for table, base in NUMBERED_LISTS.items()
+    table: _range_query(table, base, "record || ','") for table, base in NUMBERED_LISTS.items()
 }
-_COPIED_WRITE_SQL = {
-    table: f"SELECT record || ',' FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
-    for table in NUMBERED_LISTS
-}
+_COPIED_WRITE_SQL = {table: _range_query(table, None, "record || ','") for table in NUMBERED_LISTS}
 WRITE_RANGE = 100_000  # positions per query while writing a record file
 
 

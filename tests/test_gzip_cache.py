@@ -4,23 +4,21 @@ never an earlier snapshot's, and the same bytes as a fresh compression."""
 from __future__ import annotations
 
 import gzip
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import httpx
 import pytest
 
-from ductwork import snapshots
 from ductwork.keys import KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings
 from serve.app import create_app
 from serve.gzip_cache import CompressedAnswers, CompressWhenAsked
 from tests.conftest import home_with_published_snapshot
+from tests.helpers.sync import publish_altered_copy
 
 UNITS = "/products/v2.0/indoor-units?count=100"
 
@@ -73,16 +71,11 @@ def test_a_gzip_answer_is_compressed_once_and_never_served_for_a_newer_snapshot(
     assert httpx.get(url + UNITS, headers=zipped).content == first.content
     assert len(answers) == 1  # the second came from the cache
 
-    current = snapshots.current(settings.snapshots_dir)
-    assert current is not None
-    changed = settings.snapshots_dir / f"{snapshots.PREFIX}{snapshots.new_version()}.duckdb"
-    shutil.copyfile(current.path, changed)
-    with duckdb.connect(str(changed)) as con:
-        con.execute(
-            "DELETE FROM units WHERE sku = "
-            "(SELECT min(sku) FROM units WHERE unit_type = 'indoor-units')"
-        )
-    (settings.snapshots_dir / snapshots.POINTER).write_text(changed.name, encoding="utf-8")
+    publish_altered_copy(
+        settings.snapshots_dir,
+        "DELETE FROM units WHERE sku = "
+        "(SELECT min(sku) FROM units WHERE unit_type = 'indoor-units')",
+    )
     deadline = time.monotonic() + 30
     while True:
         after = httpx.get(url + UNITS, headers=zipped)

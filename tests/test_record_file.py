@@ -4,12 +4,10 @@ slice; written once per snapshot file, shared by every worker of the host."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import httpx
 import pyarrow as pa
 import pytest
@@ -22,6 +20,7 @@ from serve import record_file
 from serve.app import create_app
 from serve.live_snapshot import load_state
 from tests.conftest import UNLIMITED, home_with_published_snapshot
+from tests.helpers.sync import publish_altered_copy
 
 RECORDS = [f'{{"n":{i},"text":"{"é" * (i % 7)}"}}'.encode() for i in range(2500)]
 
@@ -108,16 +107,11 @@ def test_a_new_snapshot_is_served_from_its_own_record_file(
     page = f"{url}/warehouse/v1.0/digital-assets?count=5"
     before = httpx.get(page, headers=headers)
     assert before.status_code == 200
-    current = snapshots.current(settings.snapshots_dir)
-    assert current is not None
-    changed = settings.snapshots_dir / f"{snapshots.PREFIX}{snapshots.new_version()}.duckdb"
-    shutil.copyfile(current.path, changed)
-    with duckdb.connect(str(changed)) as con:
-        con.execute(
-            "UPDATE digital_assets SET record = '{\"changed\":true}' WHERE rowid = "
-            "(SELECT row_id FROM serving_digital_assets WHERE pos = 0)"
-        )
-    (settings.snapshots_dir / snapshots.POINTER).write_text(changed.name, encoding="utf-8")
+    publish_altered_copy(
+        settings.snapshots_dir,
+        "UPDATE digital_assets SET record = '{\"changed\":true}' WHERE rowid = "
+        "(SELECT row_id FROM serving_digital_assets WHERE pos = 0)",
+    )
     deadline = time.monotonic() + 30
     while True:
         after = httpx.get(page, headers=headers)

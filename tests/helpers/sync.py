@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,3 +75,16 @@ def published_snapshot_is_whole(home: Path) -> None:
         version = con.execute("SELECT version FROM snapshot_info").fetchall()
         assert version == [(found.version,)]
         con.execute("SELECT count(*) FROM serving_digital_assets").fetchall()
+
+
+def publish_altered_copy(snapshots_dir: Path, statement: str) -> Path:
+    """Publish a copy of the current snapshot changed by one SQL ``statement``, as a sync would
+    publish a new version: the copy under a new version's name, then the pointer to it."""
+    current = snapshots.current(snapshots_dir)
+    assert current is not None
+    changed = snapshots_dir / f"{snapshots.PREFIX}{snapshots.new_version()}.duckdb"
+    shutil.copyfile(current.path, changed)
+    with duckdb.connect(str(changed)) as con:
+        con.execute(statement)
+    (snapshots_dir / snapshots.POINTER).write_text(changed.name, encoding="utf-8")
+    return changed
