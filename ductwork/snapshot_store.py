@@ -78,7 +78,7 @@ class Pointer:
     @property
     def version(self) -> str:
         """The snapshot version in the file name."""
-        return self.name[len(snapshots.PREFIX) : -len(snapshots.SUFFIX)]
+        return snapshots.version_of(self.name)
 
 
 @dataclass(frozen=True)

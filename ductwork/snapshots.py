@@ -57,6 +57,11 @@ class Snapshot:
         return datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
 
 
+def version_of(name: str) -> str:
+    """The version a snapshot's file name carries (``snapshot-<version>.duckdb``)."""
+    return name.removeprefix(PREFIX).removesuffix(SUFFIX)
+
+
 def new_version() -> str:
     """A sortable, unique version name: UTC time to the microsecond plus a random tail."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -402,7 +407,7 @@ def adopt(
                 raise
             os.replace(staging, final)
         _write_atomically(snapshots_dir / POINTER, name)
-    return Snapshot(name[len(PREFIX) : -len(SUFFIX)], final)
+    return Snapshot(version_of(name), final)
 
 
 def current(snapshots_dir: Path) -> Snapshot | None:
@@ -414,7 +419,7 @@ def current(snapshots_dir: Path) -> Snapshot | None:
     path = snapshots_dir / name
     if not name.startswith(PREFIX) or not path.exists():
         return None
-    return Snapshot(name[len(PREFIX) : -len(SUFFIX)], path)
+    return Snapshot(version_of(name), path)
 
 
 def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Path]:

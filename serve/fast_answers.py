@@ -29,7 +29,6 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ductwork.contract import params, paths
-from ductwork.contract.encoding import epoch_micros
 from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import ApiError, product_not_found, unit_not_found
 from ductwork.contract.paths import Family
@@ -37,7 +36,7 @@ from ductwork.keys import SCOPE_OF
 from serve.deps import count_in_scope, key_of
 from serve.live_snapshot import ServingState
 from serve.responses import error_response, holds_current, not_modified, ready_json
-from serve.routers.warehouse import digital_assets_body
+from serve.routers.warehouse import digital_assets_page
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
@@ -185,12 +184,7 @@ async def _read(state: ServingState, planned: _ListPage) -> bytes:
         return state.catalog.product_page(None, number, size)
     if planned.slug is not None:
         return state.catalog.unit_page(planned.slug, {}, number, size)
-    listing = state.digital_assets
-    after = planned.after
-    first = 0 if after is None else listing.after_time(epoch_micros(after))
-    start, end = params.page_bounds(number, size)
-    joined = await listing.joined(first + start, min(first + end, len(listing)))
-    return digital_assets_body(joined, number, size, len(listing) - first, after)
+    return await digital_assets_page(state, number, size, planned.after)
 
 
 def _single_parameters(query: bytes, allowed: frozenset[str]) -> dict[str, str] | None:

@@ -102,7 +102,7 @@ def test_prune_removes_a_killed_publish_copy_at_once_but_keeps_one_being_written
 
 def as_snapshot(path: Path) -> snapshots.Snapshot:
     """The snapshot a file written by ``publish_fake`` stands for."""
-    return snapshots.Snapshot(path.name[len(snapshots.PREFIX) : -len(snapshots.SUFFIX)], path)
+    return snapshots.Snapshot(snapshots.version_of(path.name), path)
 
 
 def store_at(object_store: ObjectStoreServer, prefix: str = "snapshots") -> SnapshotStore:

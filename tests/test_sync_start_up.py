@@ -96,7 +96,7 @@ def test_map_bounded_raises_the_first_error_as_is_and_stops_the_other_workers() 
         await asyncio.sleep(0)
         if item == 3:
             raise Refused(f"item {item}")
-        await asyncio.sleep(0.01)
+        await asyncio.Event().wait()  # the others stay in flight until they are cancelled
         return item
 
     with pytest.raises(Refused, match="item 3"):

@@ -11,6 +11,7 @@ from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import epoch_micros, format_datetime
 from ductwork.contract.errors import submittal_not_found, submittal_params_missing
 from serve.deps import SnapshotDep, require_key
+from serve.live_snapshot import ServingState
 from serve.openapi_docs import WAREHOUSE_ERRORS
 from serve.responses import json_answer
 
@@ -34,22 +35,22 @@ async def list_digital_assets(
 ) -> Response:
     number, size = params.read_page(page), params.read_count(count)
     after = params.read_datetime("updatedAfter", updated_after)
+    body = await digital_assets_page(state, number, size, after)
+    return json_answer(request, state, body)
+
+
+async def digital_assets_page(
+    state: ServingState, number: int, size: int, after: datetime | None
+) -> bytes:
+    """Page ``number`` of ``size`` digital assets updated strictly after ``after`` (all when
+    None), in the envelope: the routes' and the short path's one reading of the list."""
     listing = state.digital_assets
     first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
     joined = await listing.joined(first + start, min(first + end, len(listing)))
-    body = digital_assets_body(joined, number, size, len(listing) - first, after)
-    return json_answer(request, state, body)
-
-
-def digital_assets_body(
-    joined: bytes, number: int, size: int, matching: int, after: datetime | None
-) -> bytes:
-    """A digital-asset list page: records of the ``matching`` ones (``joined`` by commas), in
-    the envelope."""
     return envelopes.warehouse_list(
         [joined],
-        params.pagination(number, size, matching),
+        params.pagination(number, size, len(listing) - first),
         {"updatedAfter": None if after is None else format_datetime(after)},
     )
 
