@@ -28,6 +28,7 @@ from ductwork.store.loading import (
 )
 from ductwork.upstream.list_reader import bodies_digest
 from ductwork.upstream.schema_drift import CONTRACTOR_RECORD, INDOOR_MODEL_RECORD
+from warehouse_sql import read_sql
 
 GROUP = "internal"
 
@@ -208,9 +209,7 @@ def internal_manuals(object_store: ObjectStore, warehouse: DuckDBResource) -> dg
     """Mirror the manuals listing; content types come from HEAD only for changed objects."""
     s3 = object_store.api_client()
     with open_warehouse(warehouse) as con:
-        stored = con.execute(
-            "SELECT key, etag, last_modified, content_type, record::VARCHAR FROM manuals"
-        ).fetchall()
+        stored = con.execute(read_sql("manuals_stored")).fetchall()
         known = {key: (etag, modified, kind) for key, etag, modified, kind, _ in stored}
         listed: list[dict[str, Any]] = []
         heads = 0

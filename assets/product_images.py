@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -26,6 +26,7 @@ from ductwork.store.columns import Columns
 from ductwork.store.loading import Replacement, replace_rows
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.image_fetch import ImageFetcher, ImageRefused, image_key
+from warehouse_sql import read_sql
 
 GROUP = "internal"
 IMAGE_SCHEMA = Columns(
@@ -37,6 +38,9 @@ IMAGE_SCHEMA = Columns(
 LANDED = ("uploaded", "unchanged")
 FAILURES = ("refused", "download_failed", "upload_failed")
 ERROR_SAMPLES = 5
+# An http(s) URL's query and fragment: from its first "?" or "#" to the URL's end (whitespace,
+# a quote or an angle bracket, as URLs are set in messages).
+_URL_TAIL = re.compile(r"""(https?://[^\s?#'"<>]*)[?#][^\s'"<>]*""", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -47,9 +51,18 @@ class Mirrored:
     object_key: str
 
 
+def without_url_queries(text: str) -> str:
+    """``text`` with the query and fragment cut from every http(s) URL in it: a signed URL
+    carries its signature and credentials there, and an HTTP client's or boto3's error may
+    quote the URL whole."""
+    return _URL_TAIL.sub(r"\1", text)
+
+
 def _failed(row: dict[str, Any], stage: str, exc: BaseException) -> dict[str, Any]:
-    """The row of an image that did not land, its error naming the stage and the reason."""
-    return {**row, "status": "failed", "stage": stage, "error": f"{stage}: {exc}"[:300]}
+    """The row of an image that did not land, its error naming the stage and the reason (any
+    URL in it without its query)."""
+    error = f"{stage}: {without_url_queries(str(exc))}"[:300]
+    return {**row, "status": "failed", "stage": stage, "error": error}
 
 
 async def mirror_images(
@@ -101,7 +114,8 @@ async def mirror_images(
 
 
 def _without_query(url: str) -> str:
-    return urlsplit(url)._replace(query="", fragment="").geturl()
+    """``url`` up to its query or fragment, whatever its scheme (and even when unparsable)."""
+    return re.split(r"[?#]", url, maxsplit=1)[0]
 
 
 def image_metadata(rows: list[dict[str, Any]]) -> dict[str, int | str]:
@@ -142,17 +156,10 @@ def product_images(
     policy = image_sources.policy(upstream.base_url)
     s3 = object_store.api_client()
     with open_warehouse(warehouse) as con:
-        images = con.execute(
-            "SELECT DISTINCT u.sku, img ->> 'url', img ->> 'kind' "
-            "FROM units AS u, unnest(CAST(u.record -> 'images' AS JSON[])) AS t(img) "
-            "WHERE img ->> 'url' IS NOT NULL ORDER BY 1, 2"
-        ).fetchall()
+        images = con.execute(read_sql("product_image_sources")).fetchall()
         known = {
             url: Mirrored(md5, key)
-            for url, md5, key in con.execute(
-                "SELECT source_url, md5, object_key FROM product_images "
-                "WHERE status IN ('uploaded', 'unchanged')"
-            ).fetchall()
+            for url, md5, key in con.execute(read_sql("product_images_mirrored")).fetchall()
         }
         context.log.info("mirroring %d product images", len(images))
 

@@ -9,7 +9,10 @@ copied from a real answer of the read API: the ceiling sends the same statuses a
 - List pages (count=100): indoor units, digital assets, digital assets filtered by
   ``updatedAfter``, and both lists asking for gzip.
 - At large: every digital-asset list page (count=100), a fifth asking for gzip: about 300 MB
-  of records, more than the read API's list cache (``DUCTWORK_SERVE_LIST_CACHE_MB``) holds.
+  of records. A plain page is a slice of the record file every worker maps
+  (``serve/record_file.py``), not a read through the list cache; a gzip page is the same slice,
+  compressed at its first request in a worker and kept in the gzip answer cache
+  (``DUCTWORK_SERVE_GZIP_CACHE_MB``) while it fits.
 """
 
 from __future__ import annotations
@@ -177,8 +180,9 @@ def large_asset_pages(sampler: Sampler, assets: int) -> Mix:
     """Every digital-asset page (count=100), a fifth of them asking for gzip."""
     mix = Mix(
         "digital-asset list pages at large, count=100, every page (1/5 gzip)",
-        "every page of the digital-asset list in turn (more records than the list cache "
-        "holds), one in five with `Accept-Encoding: gzip`",
+        "every page of the digital-asset list in turn (each a slice of the record file the "
+        "workers map), one in five with `Accept-Encoding: gzip` (that slice, compressed at its "
+        "first request in a worker)",
     )
     pages = max(1, math.ceil(assets / 100))
     middle = f"{ASSETS}?count=100&page={pages // 2 + 1}"

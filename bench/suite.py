@@ -8,8 +8,8 @@ disk, as users start it:
    and a minimal raw asyncio HTTP/1.1 client), interleaved, median of ``--runs``;
 2. full sync vs the dlt ``rest_api`` peer (``bench.dlt_peer``), tuned as dlt's docs allow;
 3. no-change runs vs the start-up floor (``uv run`` of a process importing dagster and duckdb),
-   interleaved; runs after 1 % of assets and leads changed vs the no-change run + 10 % of the
-   full sync;
+   interleaved with a reference, a Dagster run of one no-op asset (``bench.noop_run``); runs
+   after 1 % of assets and leads changed vs the no-change run + 10 % of the full sync;
 4. peak RSS of the sync at medium and large (``wait4`` rusage of the ``uv run`` process, which
    counts its waited-for descendants);
 5. serving: ``ductwork serve`` as the CLI starts it vs a bare Starlette app answering the same
@@ -179,6 +179,8 @@ UV = shutil.which("uv") or str(HERE.parent / ".tools" / "bin" / "uv")
 # the same way, so it is in both sides of that ratio.
 LAUNCH = [UV, "run", "--frozen"]
 STARTUP_FLOOR = [*LAUNCH, "python", "-c", "import dagster, duckdb"]
+# A reference beside them: a Dagster run of one asset that does nothing (``bench.noop_run``).
+NOOP_RUN = [*LAUNCH, "python", "-m", "bench.noop_run"]
 # The large scale's cost in the budget: its full syncs take about this many times the medium
 # one, plus the sandbox's start-up and the serving mix (seconds).
 LARGE_FACTOR = 6
@@ -214,6 +216,7 @@ class Findings:
     peer: dict[str, list[Measured]] = field(default_factory=dict)
     peer_requests: dict[str, int] = field(default_factory=dict)
     startup_floor: list[float] = field(default_factory=list)
+    noop_run: list[float] = field(default_factory=list)
     no_change: list[SyncRun] = field(default_factory=list)
     changed: list[SyncRun] = field(default_factory=list)
     mutation: dict[str, int] = field(default_factory=dict)
@@ -272,6 +275,10 @@ class Suite:
     def startup_floor(self) -> float:
         """A process started as the sync is, that only imports dagster and duckdb."""
         return measured(STARTUP_FLOOR, self.log, None, ROOT).seconds
+
+    def noop_run(self, dagster_home: Path) -> float:
+        """A Dagster run of one no-op asset on an instance set up as the sync's, started alike."""
+        return measured([*NOOP_RUN, str(dagster_home)], self.log, None, ROOT).seconds
 
     def floor(self, up: Upstream, client: str) -> tuple[float, int]:
         command = [sys.executable, "-m", "bench.fetch_floor", "--url", up.url,
@@ -340,10 +347,14 @@ class Suite:
             )
 
     def incremental(self, up: Upstream, home: Path) -> None:
-        """The start-up floor and no-change syncs interleaved, then runs after 1 % changed."""
+        """The start-up floor, a no-op Dagster run and no-change syncs interleaved, then runs
+        after 1 % changed."""
         runs = self.options.runs
+        noop_home = self.new_home()
+        self.noop_run(noop_home)  # unmeasured: its first run creates the instance's databases
         for _ in range(runs):
             self.found.startup_floor.append(self.startup_floor())
+            self.found.noop_run.append(self.noop_run(noop_home))
             self.found.no_change.append(self.sync(up, home))
         stats = up.stats()
         counts = {"assets_updated": stats["assets"] // 100, "leads_changed": stats["leads"] // 100}
@@ -353,6 +364,7 @@ class Suite:
             self.found.changed.append(self.sync(up, home))
         print(
             f"[{up.scale}] start-up floor {[round(s, 2) for s in self.found.startup_floor]}, "
+            f"no-op Dagster run {[round(s, 2) for s in self.found.noop_run]}, "
             f"no change {[round(r.seconds, 2) for r in self.found.no_change]}, after 1% "
             f"{[round(r.seconds, 2) for r in self.found.changed]}",
             flush=True,
@@ -525,6 +537,19 @@ def ensure_wrk() -> None:
 # ----------------------------------------------------------------------------- main
 
 
+def prepare_this_process() -> None:
+    """Signals, the children's environment and wrk, before any part starts."""
+    # SIGTERM unwinds like Ctrl-C, so the servers and children started below are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    # A user's `uv run` does not recompile the environment's bytecode on every launch; with
+    # this set (as `make` once exported it), each launch spent about half a second doing so,
+    # in the syncs and the start-up floor alike.
+    os.environ.pop("UV_COMPILE_BYTECODE", None)
+    ensure_wrk()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -557,11 +582,7 @@ def main() -> int:
     if options.parts == "serving":
         return serving_only(options)
     os.chdir(ROOT)  # `uv run` finds the project from the working directory
-    # SIGTERM unwinds like Ctrl-C, so the servers and children started below are stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    ensure_wrk()
+    prepare_this_process()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ductwork-bench-") as work, ProcessGroup() as group:
         suite = Suite(options, Path(work))
@@ -591,10 +612,7 @@ def serving_only(options: argparse.Namespace) -> int:
     once from the sandbox; prints its figures (``bench/RESULTS.md`` is left as it is)."""
     homes = dict(entry.split("=", 1) for entry in options.home)
     os.chdir(ROOT)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    ensure_wrk()
+    prepare_this_process()
     with tempfile.TemporaryDirectory(prefix="ductwork-bench-") as work, ProcessGroup() as group:
         suite = Suite(options, Path(work))
         s3_url = ""

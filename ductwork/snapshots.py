@@ -42,6 +42,12 @@ SUFFIX = ".duckdb"
 STAGING_PREFIX = ".staging-"
 PUBLISH_LOCK = ".publish.lock"
 STAMP = "WAREHOUSE-STAMP"
+# A serving worker writes each large list's records into a hidden file beside the snapshot it
+# serves (``serve.record_file``): ``.records-<hash>``, first as ``.records-<random>.partial``
+# under ``.records.lock``. Named here, so that ``prune`` removes them with their snapshots.
+RECORDS_PREFIX = ".records-"
+RECORDS_PARTIAL = ".partial"
+RECORDS_LOCK = ".records.lock"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,18 @@ class Snapshot:
 def version_of(name: str) -> str:
     """The version a snapshot's file name carries (``snapshot-<version>.duckdb``)."""
     return name.removeprefix(PREFIX).removesuffix(SUFFIX)
+
+
+def record_file_name(snapshot: Path, table: str) -> str:
+    """The name of the record file of ``table`` (a numbered list) of the snapshot file
+    ``snapshot``, beside it: named after the file's identity, so a snapshot copied or changed
+    in place gets a file of its own."""
+    if table not in NUMBERED_LISTS:
+        # prune keeps the record files of a snapshot by these names: none other may be made.
+        raise ValueError(f"{table} is not a numbered list: it has no record file")
+    info = snapshot.stat()
+    identity = f"{snapshot.name}|{info.st_ino}|{info.st_mtime_ns}|{info.st_size}|{table}"
+    return RECORDS_PREFIX + hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
 def new_version() -> str:
@@ -428,6 +446,8 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
     A snapshot was replaced when the next newer one was published. A snapshot that a reader
     still leases (see ``Lease``) is kept whatever its age; the grace period covers a reader
     that read the ``CURRENT`` pointer just before a publish and has not taken its lease yet.
+    The record files written beside a snapshot (``record_file_name``) go with it; those of a
+    snapshot that stays are kept.
     """
     live = current(snapshots_dir)
     files = sorted(snapshots_dir.glob(f"{PREFIX}*{SUFFIX}"), reverse=True)
@@ -443,17 +463,57 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
             removed.append(path)
     # Copies (and pointer and stamp drafts) left by a publish that was killed part way; never
     # made current. While some publish holds the lock, only those older than the grace period go.
-    publishing = in_use(snapshots_dir / PUBLISH_LOCK)
+    # Listed before the lock is tried: the drafts of a publish that begins after the listing are
+    # not in it, and one that began before holds the lock.
     leftovers = [
         *snapshots_dir.glob(f"{STAGING_PREFIX}*{SUFFIX}*"),
         *snapshots_dir.glob(f".{POINTER}.*"),
         *snapshots_dir.glob(f".{STAMP}.*"),
     ]
+    publishing = in_use(snapshots_dir / PUBLISH_LOCK)
     for path in leftovers:
-        if not publishing or now - path.stat().st_mtime > grace_s:
-            path.unlink(missing_ok=True)
+        if not publishing or _older_than(path, now, grace_s):
+            with suppress(FileNotFoundError):  # renamed into place, or removed, since listed
+                path.unlink()
+                removed.append(path)
+    return removed + _prune_record_files(snapshots_dir, now, grace_s)
+
+
+def _prune_record_files(snapshots_dir: Path, now: float, grace_s: float) -> list[Path]:
+    """Remove the record files of snapshots no longer here, and the drafts of record files
+    whose writer is gone (or has written nothing for over ``grace_s``).
+
+    The record files are listed before the snapshots: a worker writes one only for a snapshot
+    already in place (and leased), so the snapshot of every record file listed is in the
+    listing that follows unless it was deleted. Likewise the drafts are listed before the lock
+    is tried: a draft begun after the listing is not in it.
+    """
+    found = sorted(snapshots_dir.glob(f"{RECORDS_PREFIX}*"))
+    writing = in_use(snapshots_dir / RECORDS_LOCK)
+    kept = set()
+    for snapshot in snapshots_dir.glob(f"{PREFIX}*{SUFFIX}"):
+        with suppress(FileNotFoundError):  # pruned meanwhile by another process
+            kept.update(record_file_name(snapshot, table) for table in NUMBERED_LISTS)
+    removed = []
+    for path in found:
+        if path.name.endswith(RECORDS_PARTIAL):
+            if writing and not _older_than(path, now, grace_s):
+                continue  # a write in progress
+        elif path.name in kept:
+            continue
+        with suppress(FileNotFoundError):  # renamed into place, or removed by its writer
+            path.unlink()
             removed.append(path)
     return removed
+
+
+def _older_than(path: Path, now: float, grace_s: float) -> bool:
+    """Whether ``path`` was last written over ``grace_s`` before ``now`` (a file gone since
+    counts as old: there is nothing left to keep)."""
+    try:
+        return now - path.stat().st_mtime > grace_s
+    except FileNotFoundError:
+        return True
 
 
 class Lease:
@@ -472,7 +532,8 @@ class Lease:
 
 
 def in_use(path: Path) -> bool:
-    """Whether some reader holds a lease (or a publish its lock) on ``path``."""
+    """Whether some reader holds a lease (or a publish or a record file's writer its lock) on
+    ``path``."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:

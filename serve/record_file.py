@@ -8,10 +8,11 @@ number of workers, and a page of consecutive records is a single slice of the ma
 
 The file sits beside the snapshot, hidden (``.records-...``), named after the snapshot file's
 identity and the list, so a snapshot copied or changed in place gets a file of its own. The
-first worker to load a snapshot writes its file under a lock while the others wait, then all
-map it; later starts of the API find it written. A worker maps the file it wrote before
-renaming it into place, and the record files of other snapshots are removed as a new one is
-written: a mapped file stays readable after its removal.
+names come from ``ductwork.snapshots``, whose ``prune`` removes a snapshot's record files with
+it. The first worker to load a snapshot writes its file under a lock while the others wait,
+then all map it; later starts of the API find it written. A worker maps the file it wrote
+before renaming it into place, and the record files of other snapshots are removed as a new
+one is written: a mapped file stays readable after its removal.
 
 Layout: 8 bytes of magic, the records, their ``n + 1`` offsets from the first (int64), then
 ``n`` (int64).
@@ -20,7 +21,6 @@ Layout: 8 bytes of magic, the records, their ``n + 1`` offsets from the first (i
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import mmap
 import os
 import tempfile
@@ -32,10 +32,9 @@ import numpy as np
 import pyarrow as pa
 
 from ductwork import file_modes
+from ductwork.snapshots import RECORDS_LOCK, RECORDS_PARTIAL, RECORDS_PREFIX
 
 MAGIC = b"DWRECS01"
-_PREFIX = ".records-"
-_LOCK = ".records.lock"
 
 
 class RecordFile:
@@ -62,20 +61,13 @@ class RecordFile:
         return self._mapped[base + int(self._offsets[start]) : base + int(self._offsets[end]) - 1]
 
 
-def name_for(snapshot: Path, table: str) -> str:
-    """The record file's name: the snapshot file's identity and the table."""
-    info = snapshot.stat()
-    identity = f"{snapshot.name}|{info.st_ino}|{info.st_mtime_ns}|{info.st_size}|{table}"
-    return _PREFIX + hashlib.sha256(identity.encode()).hexdigest()[:32]
-
-
 def open_or_write(name: str, batches: Iterable[pa.Array], where: Path) -> RecordFile:
     """Map the record file ``name`` in the folder ``where``, writing it from ``batches``
     (string arrays of records, each ending with its comma, in list order) when no worker has
     yet."""
     modes = file_modes.current()
     target = where / name
-    lock = os.open(where / _LOCK, os.O_RDWR | os.O_CREAT, modes.file_mode)
+    lock = os.open(where / RECORDS_LOCK, os.O_RDWR | os.O_CREAT, modes.file_mode)
     try:
         modes.secure_descriptor(lock)
         fcntl.flock(lock, fcntl.LOCK_EX)  # one writer; the others wait, then map its file
@@ -83,7 +75,7 @@ def open_or_write(name: str, batches: Iterable[pa.Array], where: Path) -> Record
             return _mapped(target)
         found, written = _write(where, batches, modes)
         os.replace(written, target)
-        for other in where.glob(f"{_PREFIX}*"):
+        for other in where.glob(f"{RECORDS_PREFIX}*"):
             if other.name != name:  # another snapshot's, or a write that was cut short
                 other.unlink(missing_ok=True)  # still readable where it is mapped
         return found
@@ -103,7 +95,7 @@ def _write(
     renamed."""
     ends: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
     total = 0
-    fd, temporary = tempfile.mkstemp(dir=where, prefix=_PREFIX, suffix=".partial")
+    fd, temporary = tempfile.mkstemp(dir=where, prefix=RECORDS_PREFIX, suffix=RECORDS_PARTIAL)
     try:
         modes.secure_descriptor(fd)
         with os.fdopen(fd, "w+b") as file:

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from starlette.concurrency import run_in_threadpool
 
+from ductwork.snapshots import record_file_name
 from serve import record_file
 from serve.record_file import RecordFile
 from warehouse_sql import NUMBERED_LISTS
@@ -234,7 +235,7 @@ def load_list(
         query = (_WRITE_SQL if pointing else _COPIED_WRITE_SQL)[table]
         # Read only if no worker wrote the file yet.
         batches = _every_record(reader, query, len(keys))
-        name = record_file.name_for(snapshot, table)
+        name = record_file_name(snapshot, table)
         try:
             listing.whole = record_file.open_or_write(name, batches, snapshot.parent)
         except OSError as exc:  # e.g. a folder this process may not write: pages are read

@@ -7,16 +7,23 @@ failing upload comes from an S3 endpoint in front of moto that denies some write
 from __future__ import annotations
 
 import asyncio
+import select
 import shutil
+import socket
 import threading
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import dagster as dg
 import duckdb
 import pytest
 
+from assets.product_images import image_metadata, without_url_queries
 from assets.product_images import mirror_images as mirror
 from assets.resources import ImageSources, ObjectStore
 from ductwork.contract.paths import UNIT_SLUGS
@@ -225,3 +232,185 @@ def test_at_most_at_once_image_bodies_are_held_between_download_and_upload(
     assert [row["status"] for row in rows] == ["uploaded"] * len(images)
     assert held.uploads == len(images) and held.now == 0
     assert 1 <= held.most <= at_once
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(56)
+SIGNED_QUERY = "X-Amz-Credential=AKIDEXAMPLE-20260101&X-Amz-Signature=0f1e2d3c4b5a"
+
+
+class ImageHost(ThreadingHTTPServer):
+    """A local image server: ``/denied/...`` answers 403 (as a host refusing a signed URL),
+    any other path a PNG. The requests being answered are counted per ``Host`` header, the
+    most at once kept.
+
+    Requests are held in rounds: a round is answered once ``hold`` requests are held and every
+    connection the client has opened so far (accepted, or waiting to be) has sent its request,
+    so a client over its limit is seen whenever its extra requests were sent with the others.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, hold: int = 1) -> None:
+        super().__init__(("127.0.0.1", 0), _ImageHandler)
+        self.netloc = f"127.0.0.1:{self.server_port}"
+        self.hold = hold
+        self.held_too_long = False
+        self.most: Counter[str] = Counter()
+        self._now: Counter[str] = Counter()
+        self._state = threading.Condition()
+        self._accepted = 0  # connections taken from the listening socket
+        self._arrived = 0  # requests read from them (one per connection: HTTP/1.0)
+        self._round = 0
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        with self._state:  # taken and counted at once, as the rounds see the backlog
+            taken = super().get_request()
+            self._accepted += 1
+            self._state.notify_all()
+            return taken
+
+    def held_request(self, host: str) -> None:
+        """Count a request from ``host`` in, hold it until its round is answered, count it
+        out (before its answer: a client may send its next request only once it has one)."""
+        with self._state:
+            self._now[host] += 1
+            self._arrived += 1
+            self.most[host] = max(self.most[host], self._now[host])
+            own = self._round
+            while self._round == own:
+                if self._complete_round():
+                    self._round += 1
+                    self._state.notify_all()
+                elif not self._state.wait(timeout=10):
+                    self.held_too_long = True
+                    self._round += 1
+                    self._state.notify_all()
+            self._now[host] -= 1
+
+    def _complete_round(self) -> bool:
+        waiting, _, _ = select.select([self.socket], [], [], 0)
+        held = sum(self._now.values())
+        return held >= self.hold and self._arrived == self._accepted and not waiting
+
+
+class _ImageHandler(BaseHTTPRequestHandler):
+    server: ImageHost
+
+    def do_GET(self) -> None:
+        self.server.held_request(self.headers.get("Host", ""))
+        status, body = (403, b"denied") if self.path.startswith("/denied/") else (200, PNG)
+        self.send_response(status)
+        self.send_header("Content-Type", "image/png" if status == 200 else "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: the test reads the counts, not a log
+
+
+@contextmanager
+def image_host(hold: int = 1) -> Iterator[ImageHost]:
+    server = ImageHost(hold)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def mirror_from(
+    host: ImageHost,
+    object_store: ObjectStoreServer,
+    images: list[tuple[str, str, str | None]],
+    at_once: int,
+) -> list[dict[str, Any]]:
+    """``mirror_images`` of ``images`` with ``host`` listed, into the test bucket."""
+    policy = ImagePolicy.for_upstream("http://upstream.invalid", host.netloc, MAX_BYTES)
+    s3 = object_store.resource().client()
+
+    async def run() -> list[dict[str, Any]]:
+        async with ImageFetcher(policy, concurrency=8, timeout_s=20, retries=0) as fetcher:
+            return await mirror(fetcher, s3, object_store.bucket, images, {}, at_once)
+
+    return asyncio.run(run())
+
+
+def test_a_failed_image_keeps_no_query_of_its_url_in_its_error_or_the_metadata(
+    object_store: ObjectStoreServer,
+) -> None:
+    with image_host() as host:
+        signed = f"http://{host.netloc}/denied/unit.png?{SIGNED_QUERY}"
+        unparsable = f"http://[::1/unit.png?{SIGNED_QUERY}"  # refused before any request
+        fine = f"http://{host.netloc}/unit.png?{SIGNED_QUERY}"
+        rows = mirror_from(
+            host, object_store, [("SKU-1", url, "photo") for url in (signed, unparsable, fine)], 3
+        )
+
+    by_url = {row["source_url"]: row for row in rows}
+    assert by_url[signed]["error"].startswith("download_failed: HTTP 403")
+    assert by_url[unparsable]["error"].startswith("refused: not a usable URL")
+    assert by_url[fine]["status"] == "uploaded"
+    metadata = image_metadata(rows)
+    assert metadata["failed"] == 2
+    errors = str(metadata["first_errors"])
+    assert f"http://{host.netloc}/denied/unit.png: download_failed" in errors
+    assert "http://[::1/unit.png: refused" in errors
+    for text in [errors, *(row["error"] or "" for row in rows)]:
+        assert "X-Amz" not in text and "?" not in text, text
+
+
+def test_without_url_queries_cuts_every_http_urls_query_from_a_text_and_nothing_else() -> None:
+    # A real client error quotes the whole URL it asked for.
+    with image_host() as host:
+        url = f"http://{host.netloc}/denied/photo.png?{SIGNED_QUERY}"
+        error = asyncio.run(_client_error_for(url))
+    assert SIGNED_QUERY in error
+    assert SIGNED_QUERY not in without_url_queries(error)
+    assert f"http://{host.netloc}/denied/photo.png" in without_url_queries(error)
+    cases = {
+        f"url='https://cdn.example/a/b.png?{SIGNED_QUERY}' refused": (
+            "url='https://cdn.example/a/b.png' refused"
+        ),
+        f'Could not connect to "HTTP://s3.example/b/k#frag?{SIGNED_QUERY}"': (
+            'Could not connect to "HTTP://s3.example/b/k"'
+        ),
+        f"<http://a.example/x?{SIGNED_QUERY}> and http://b.example/y?t=1 then text? no": (
+            "<http://a.example/x> and http://b.example/y then text? no"
+        ),
+    }
+    for text, expected in cases.items():
+        assert without_url_queries(text) == expected
+    for untouched in ("HTTP 500; gave up after 3 attempts", "ftp://files.example/a?b kept"):
+        assert without_url_queries(untouched) == untouched
+
+
+async def _client_error_for(url: str) -> str:
+    """The text of the error aiohttp raises for the error status ``url`` answers."""
+    async with aiohttp.ClientSession(raise_for_status=True) as session:
+        try:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)):
+                pass
+        except aiohttp.ClientResponseError as exc:
+            return str(exc)
+    raise AssertionError(f"{url} did not fail")
+
+
+def test_downloads_from_one_host_are_never_more_than_at_once_in_flight(
+    object_store: ObjectStoreServer,
+) -> None:
+    at_once = 3
+    # Requests are answered in rounds of at least ``at_once``: the limit is reached in every
+    # round, and a client over it has its extra requests counted in before any is answered.
+    with image_host(hold=at_once) as host:
+        images = [
+            (f"SKU-{n}", f"http://{host.netloc}/{n}.png", "photo") for n in range(4 * at_once)
+        ]
+        rows = mirror_from(host, object_store, images, at_once)
+
+    assert not host.held_too_long, "fewer than at_once downloads were ever in flight"
+    assert [row["status"] for row in rows] == ["uploaded"] * len(images)
+    assert dict(host.most) == {host.netloc: at_once}

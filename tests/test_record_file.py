@@ -69,10 +69,10 @@ def test_an_empty_list_has_an_empty_file_of_no_records(tmp_path: Path) -> None:
 def test_a_snapshot_changed_in_place_gets_a_file_of_its_own(tmp_path: Path) -> None:
     snapshot = tmp_path / "snapshot-x.duckdb"
     snapshot.write_bytes(b"one")
-    before = record_file.name_for(snapshot, "serving_digital_assets")
+    before = snapshots.record_file_name(snapshot, "serving_digital_assets")
     snapshot.write_bytes(b"other")  # a new size, whatever the clock's resolution
-    assert record_file.name_for(snapshot, "serving_digital_assets") != before
-    assert record_file.name_for(snapshot, "serving_leads") != before
+    assert snapshots.record_file_name(snapshot, "serving_digital_assets") != before
+    assert snapshots.record_file_name(snapshot, "serving_leads") != before
 
 
 def test_the_mapped_digital_assets_are_the_records_the_snapshot_holds(synced_home: Path) -> None:

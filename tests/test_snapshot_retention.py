@@ -1,4 +1,5 @@
-"""Old snapshots are deleted only once replaced for longer than the grace period."""
+"""Old snapshots are deleted only once replaced for longer than the grace period, and their
+record files with them."""
 
 from __future__ import annotations
 
@@ -6,15 +7,19 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from ductwork import snapshots
 from ductwork.settings import HomeSettings, S3Settings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
-from serve.live_snapshot import LiveSnapshot
+from serve import record_file
+from serve.live_snapshot import LiveSnapshot, load_state
 from tests.conftest import ObjectStoreServer
+from warehouse_sql import NUMBERED_LISTS
 
 
 def publish_fake(directory: Path, version: str, published_ago_s: float) -> Path:
@@ -98,6 +103,126 @@ def test_prune_removes_a_killed_publish_copy_at_once_but_keeps_one_being_written
     # Nobody publishes (the writer was killed): the copy goes, however young.
     assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [leftover]
     assert not leftover.exists()
+
+
+def write_record_files(snapshot: Path) -> list[Path]:
+    """A record file of every numbered list beside ``snapshot``, named as a serving worker
+    names it (the content does not matter to pruning)."""
+    paths = [
+        snapshot.parent / snapshots.record_file_name(snapshot, table) for table in NUMBERED_LISTS
+    ]
+    for path in paths:
+        path.write_bytes(record_file.MAGIC + b"records")
+    return paths
+
+
+def record_files(directory: Path) -> set[str]:
+    return {path.name for path in directory.glob(f"{snapshots.RECORDS_PREFIX}*")}
+
+
+def test_prune_removes_the_record_files_of_the_snapshots_it_deletes_and_no_others(
+    tmp_path: Path,
+) -> None:
+    ages = {"v1": 5 * 3600, "v2": 4 * 3600, "v3": 3 * 3600, "v4": 2 * 3600, "v5": 60}
+    files = {version: publish_fake(tmp_path, version, age) for version, age in ages.items()}
+    records = {version: write_record_files(path) for version, path in files.items()}
+    (tmp_path / snapshots.POINTER).write_text(files["v3"].name, encoding="utf-8")  # rolled back
+    lease = snapshots.Lease(files["v1"])  # still served by a worker
+
+    try:
+        removed = snapshots.prune(tmp_path, keep=1, grace_s=600)
+    finally:
+        lease.release()
+
+    # v5 is the newest, v4 was replaced a minute ago, v3 is current, v1 leased: only v2 goes.
+    assert sorted(removed) == sorted([files["v2"], *records["v2"]])
+    kept = {path.name for version in ("v1", "v3", "v4", "v5") for path in records[version]}
+    assert record_files(tmp_path) == kept
+
+
+def test_prune_removes_record_files_whose_snapshot_is_gone_or_was_changed_in_place(
+    tmp_path: Path,
+) -> None:
+    current = publish_fake(tmp_path, "v2", 0)
+    stale = write_record_files(current)
+    current.write_bytes(b"snapshot, rewritten in place")  # its record files no longer match
+    fresh = write_record_files(current)
+    gone = publish_fake(tmp_path, "v1", 3600)
+    orphans = write_record_files(gone)
+    gone.unlink()  # deleted by hand, or by a release that left its record files behind
+    (tmp_path / snapshots.POINTER).write_text(current.name, encoding="utf-8")
+
+    removed = snapshots.prune(tmp_path, keep=3, grace_s=600)
+
+    assert sorted(removed) == sorted([*stale, *orphans])
+    assert record_files(tmp_path) == {path.name for path in fresh}
+    assert current.exists()
+
+
+def test_prune_keeps_a_record_file_being_written_but_not_one_a_killed_writer_left(
+    tmp_path: Path,
+) -> None:
+    snapshot = publish_fake(tmp_path, "v1", 0)
+    name = snapshots.record_file_name(snapshot, "serving_digital_assets")
+    pruned_meanwhile: list[Path] = []
+
+    def batches() -> Iterator[pa.Array]:
+        yield pa.array(['{"n":1},'])
+        assert len(list(tmp_path.glob(f"*{snapshots.RECORDS_PARTIAL}"))) == 1
+        pruned_meanwhile.extend(snapshots.prune(tmp_path, keep=1, grace_s=600))
+        yield pa.array(['{"n":2},'])
+
+    written = record_file.open_or_write(name, batches(), tmp_path)
+
+    assert pruned_meanwhile == []
+    assert written.joined(0, 2) == b'{"n":1},{"n":2}'
+    # A draft nobody is writing (its writer was killed): it goes at once, however young.
+    left = tmp_path / f"{snapshots.RECORDS_PREFIX}k1ll3d{snapshots.RECORDS_PARTIAL}"
+    left.write_bytes(record_file.MAGIC)
+    assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [left]
+    assert record_files(tmp_path) == {name}
+
+
+def test_prune_removes_a_record_file_draft_whose_writer_stalled_past_the_grace_period(
+    tmp_path: Path,
+) -> None:
+    snapshot = publish_fake(tmp_path, "v1", 0)
+    name = snapshots.record_file_name(snapshot, "serving_digital_assets")
+    pruned_meanwhile: list[Path] = []
+
+    def batches() -> Iterator[pa.Array]:
+        yield pa.array(['{"n":1},'])
+        (draft,) = tmp_path.glob(f"*{snapshots.RECORDS_PARTIAL}")
+        an_hour_ago = time.time() - 3600
+        os.utime(draft, (an_hour_ago, an_hour_ago))  # nothing written to it for an hour
+        pruned_meanwhile.extend(snapshots.prune(tmp_path, keep=1, grace_s=600))
+        yield pa.array(['{"n":2},'])
+
+    with pytest.raises(FileNotFoundError):  # its draft went: the write fails, pages are read
+        record_file.open_or_write(name, batches(), tmp_path)
+
+    assert [path.name.endswith(snapshots.RECORDS_PARTIAL) for path in pruned_meanwhile] == [True]
+    assert record_files(tmp_path) == set()
+
+
+def test_a_stopped_worker_s_record_file_goes_with_its_snapshot(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
+    assert published is not None
+    names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in ("v1", "v2")]
+    for name in names:
+        shutil.copyfile(published.path, tmp_path / name)
+    old = tmp_path / names[0]
+    load_state(as_snapshot(old)).close()  # served v1 (writing its record file), then stopped
+    written = record_files(tmp_path)
+    assert written == {snapshots.record_file_name(old, "serving_digital_assets")}
+    (tmp_path / snapshots.POINTER).write_text(names[1], encoding="utf-8")  # a new publish
+
+    removed = snapshots.prune(tmp_path, keep=1, grace_s=0)
+
+    assert sorted(removed) == sorted([old, *(tmp_path / name for name in written)])
+    assert record_files(tmp_path) == set()
 
 
 def as_snapshot(path: Path) -> snapshots.Snapshot:

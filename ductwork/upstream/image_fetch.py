@@ -63,7 +63,11 @@ def image_key(sku: str, url: str) -> str:
     folder = quote(sku, safe="")
     if folder.strip(".") == "":  # "", "." or "..": not a usable path segment
         folder = "".join("%2E" for _ in folder) or "%00"
-    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    try:
+        path = urlsplit(url).path
+    except ValueError:  # unparsable (the fetch refuses it): its row still needs a key
+        path = ""
+    name = unquote(path.rsplit("/", 1)[-1])
     extension = posixpath.splitext(name)[1].lower()
     if not _EXTENSION.fullmatch(extension):
         extension = ""
