@@ -95,6 +95,36 @@ class Report:
             f"sync / raw floor = **{physical:.2f}** (target ≤ 3: {b}).",
             "",
         ]
+        self.cpu(scale)
+
+    def cpu(self, scale: str) -> None:
+        """Where the cores went in the same runs: each process's CPU seconds (user + system,
+        ``wait4`` rusage, start-up included) and the sandbox's during it."""
+        found = self.found
+        if not (found.floor_cpu and found.full.get(scale)):
+            return
+        full = found.full[scale]
+        rows = [
+            self.row(f"floor: {client}, CPU s", found.floor_cpu[client], ".1f")
+            for client in ("raw", "aiohttp")
+            if client in found.floor_cpu
+        ]
+        rows += [
+            self.row(f"sandbox during the {client} floor, CPU s", upstream, ".1f")
+            for client, upstream in found.floor_upstream_cpu.items()
+        ]
+        rows += [
+            self.row("`ductwork sync`, CPU s", [r.cpu_s for r in full], ".1f"),
+            self.row("sandbox during the sync, CPU s", [r.upstream_cpu_s for r in full], ".1f"),
+            self.row("`ductwork sync`, CPU s per wall s", [r.cpu_s / r.seconds for r in full]),
+        ]
+        self.body += [
+            "CPU time of the same runs (a reference, no target): each process's user + system "
+            "seconds from `wait4`, start-up included, and the sandbox's meanwhile. Two cores "
+            "serve all of them.",
+            "",
+        ]
+        self.body += _table(self.run_header("run"), rows)
 
     # 2 -------------------------------------------------------------------------------------
     def memory(self) -> None:
@@ -233,6 +263,15 @@ class Report:
             f"(target ≥ 10: {b}).",
             "",
         ]
+        if self.found.startup_floor_rss:
+            floor = _median(self.found.startup_floor_rss) / MIB
+            bound = _median(m.peak_rss for m in peer) / 10 / MIB
+            self.body += [
+                f"For reference: the start-up floor of section 3 (a process that only imports "
+                f"dagster and duckdb) peaks at {floor:.0f} MiB; the memory target asks for a "
+                f"full sync under dlt's peak / 10 = {bound:.0f} MiB.",
+                "",
+            ]
 
     # 5 -------------------------------------------------------------------------------------
     def serving(self) -> None:

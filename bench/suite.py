@@ -65,12 +65,14 @@ MIB = 1024**2
 
 @dataclass
 class Measured:
-    """One child process: its wall time, its peak RSS, its output and the JSON it printed last."""
+    """One child process: its wall time, its peak RSS, its CPU time (user + system, with the
+    descendants it waited for), its output and the JSON it printed last."""
 
     seconds: float
     peak_rss: int
     report: dict[str, Any]
     stdout: str = ""
+    cpu_s: float = 0.0
 
 
 def measured(
@@ -79,12 +81,15 @@ def measured(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
 ) -> Measured:
-    """Run ``command`` to the end; peak RSS from ``wait4``'s rusage of that very child (the
-    largest of it and the descendants it waited for)."""
-    started = time.perf_counter()
-    with open(log, "ab") as errors:
+    """Run ``command`` to the end through ``bench/rusage_of.py``: its wall time, and from
+    ``wait4``'s rusage of that very child its peak RSS (the largest of it and the descendants
+    it waited for) and CPU time."""
+    with (
+        open(log, "ab") as errors,
+        tempfile.NamedTemporaryFile(prefix="rusage-", suffix=".json") as usage_file,
+    ):
         child = subprocess.Popen(
-            command,
+            [sys.executable, "-I", str(HERE / "rusage_of.py"), usage_file.name, *command],
             stdout=subprocess.PIPE,
             stderr=errors,
             env={**os.environ, **(env or {})},
@@ -92,15 +97,13 @@ def measured(
         )
         assert child.stdout is not None
         out = child.stdout.read()
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - started
-    if child.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[:6])} failed ({child.returncode}); see {log}")
+        if child.wait() != 0:
+            raise RuntimeError(f"{' '.join(command[:6])} failed ({child.returncode}); see {log}")
+        usage = json.loads(Path(usage_file.name).read_text(encoding="utf-8"))
     text = out.decode()
     lines = [line for line in text.splitlines() if line.startswith("{")]
     report = json.loads(lines[-1]) if lines else {}
-    return Measured(seconds, usage.ru_maxrss * 1024, report, text)
+    return Measured(usage["seconds"], usage["peak_rss"], report, text, usage["cpu_s"])
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,13 @@ class Upstream:
     s3_url: str
     scale: str
     startup_s: float
+    pid: int
+
+    def cpu_s(self) -> float:
+        """The sandbox process's CPU time so far (user + system)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # utime and stime: the 14th and 15th fields of the line, the 12th and 13th after "comm)".
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stats(self) -> dict[str, int]:
         headers = {"Authorization": f"Bearer {KEY}"}
@@ -159,16 +169,24 @@ def upstream(scale: str, group: ProcessGroup, s3_url: str) -> Iterator[Upstream]
     )
     try:
         wait_until_answering(url + "/healthz", sandbox, timeout_s=1200)
-        yield Upstream(url, s3_url, scale, time.perf_counter() - started)
+        yield Upstream(url, s3_url, scale, time.perf_counter() - started, sandbox.pid)
     finally:
         stop(sandbox)
 
 
-def requests_of(up: Upstream, run: Any) -> tuple[Any, int]:
-    """Run ``run()`` and count the upstream requests it made."""
-    before = up.stats()["requests"]
+@dataclass(frozen=True)
+class UpstreamCost:
+    """What one run cost the sandbox: requests, and its CPU seconds meanwhile."""
+
+    requests: int
+    cpu_s: float
+
+
+def upstream_cost(up: Upstream, run: Any) -> tuple[Any, UpstreamCost]:
+    """Run ``run()``; the upstream requests it made and the sandbox's CPU time meanwhile."""
+    before, cpu = up.stats()["requests"], up.cpu_s()
     value = run()
-    return value, up.stats()["requests"] - before
+    return value, UpstreamCost(up.stats()["requests"] - before, up.cpu_s() - cpu)
 
 
 # ----------------------------------------------------------------------------- the parts
@@ -192,13 +210,16 @@ RUN_LINE = re.compile(r"^run \S+: success in (\d+(?:\.\d+)?) s")
 @dataclass
 class SyncRun:
     """One whole ``ductwork sync`` process: its wall time from outside, peak RSS, the
-    upstream requests it made and each step's seconds from its own output."""
+    upstream requests it made and each step's seconds from its own output; its CPU time and the
+    sandbox's meanwhile."""
 
     seconds: float
     peak_rss: int
     requests: int
     home: Path
     steps: dict[str, float] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    upstream_cpu_s: float = 0.0
 
     @property
     def publish_s(self) -> float:
@@ -212,10 +233,14 @@ class Findings:
     raw_floor: dict[str, list[float]] = field(default_factory=dict)
     aiohttp_floor: dict[str, list[float]] = field(default_factory=dict)
     floor_requests: dict[str, int] = field(default_factory=dict)
+    # client ("raw", "aiohttp") -> the floor process's CPU seconds, and the sandbox's, per run
+    floor_cpu: dict[str, list[float]] = field(default_factory=dict)
+    floor_upstream_cpu: dict[str, list[float]] = field(default_factory=dict)
     full: dict[str, list[SyncRun]] = field(default_factory=dict)
     peer: dict[str, list[Measured]] = field(default_factory=dict)
     peer_requests: dict[str, int] = field(default_factory=dict)
     startup_floor: list[float] = field(default_factory=list)
+    startup_floor_rss: list[int] = field(default_factory=list)
     noop_run: list[float] = field(default_factory=list)
     no_change: list[SyncRun] = field(default_factory=list)
     changed: list[SyncRun] = field(default_factory=list)
@@ -263,35 +288,39 @@ class Suite:
             **upstream_environment(up.url, KEY, up.s3_url, BUCKET),
         }
         command = [*LAUNCH, "ductwork", "sync"]
-        result, requests = requests_of(up, lambda: measured(command, self.log, env, ROOT))
+        result, cost = upstream_cost(up, lambda: measured(command, self.log, env, ROOT))
         steps = {}
         for line in result.stdout.splitlines():
             if match := STEP_LINE.match(line):
                 steps[match[1]] = float(match[2])
             elif match := RUN_LINE.match(line):
                 steps["(the run, as ductwork reports it)"] = float(match[1])
-        return SyncRun(result.seconds, result.peak_rss, requests, home, steps)
+        return SyncRun(
+            result.seconds, result.peak_rss, cost.requests, home, steps, result.cpu_s, cost.cpu_s
+        )
 
-    def startup_floor(self) -> float:
+    def startup_floor(self) -> Measured:
         """A process started as the sync is, that only imports dagster and duckdb."""
-        return measured(STARTUP_FLOOR, self.log, None, ROOT).seconds
+        return measured(STARTUP_FLOOR, self.log, None, ROOT)
 
     def noop_run(self, dagster_home: Path) -> float:
         """A Dagster run of one no-op asset on an instance set up as the sync's, started alike."""
         return measured([*NOOP_RUN, str(dagster_home)], self.log, None, ROOT).seconds
 
-    def floor(self, up: Upstream, client: str) -> tuple[float, int]:
+    def floor(self, up: Upstream, client: str) -> tuple[float, Measured, UpstreamCost]:
+        """The floor's own timing of its fetches, the whole process and the sandbox's cost."""
         command = [sys.executable, "-m", "bench.fetch_floor", "--url", up.url,
                    "--api-key", KEY, "--client", client]  # fmt: skip
-        result, requests = requests_of(up, lambda: measured(command, self.log))
-        return result.report["seconds"], requests
+        result, cost = upstream_cost(up, lambda: measured(command, self.log))
+        return result.report["seconds"], result, cost
 
     def peer(self, up: Upstream) -> tuple[Measured, int]:
         folder = self.work / f"peer-{up.scale}-{len(self.found.peer.get(up.scale, []))}"
         command = [sys.executable, "-m", "bench.dlt_peer", "--url", up.url,
                    "--api-key", KEY, "--dir", str(folder)]  # fmt: skip
         try:
-            return requests_of(up, lambda: measured(command, self.log))
+            result, cost = upstream_cost(up, lambda: measured(command, self.log))
+            return result, cost.requests
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -305,9 +334,11 @@ class Suite:
             if floors:
                 for client, into in (("raw", found.raw_floor), ("aiohttp", found.aiohttp_floor)):
                     with self.part(f"fetch floor, {client} ({scale})"):
-                        seconds, requests = self.floor(up, client)
+                        seconds, process, cost = self.floor(up, client)
                     into.setdefault(scale, []).append(seconds)
-                    found.floor_requests[scale] = requests
+                    found.floor_requests[scale] = cost.requests
+                    found.floor_cpu.setdefault(client, []).append(process.cpu_s)
+                    found.floor_upstream_cpu.setdefault(client, []).append(cost.cpu_s)
                     print(f"[{scale}] {client} floor {seconds:.1f}s", flush=True)
             with self.part(f"full syncs ({scale})"):
                 run = self.sync(up, self.new_home())
@@ -353,7 +384,9 @@ class Suite:
         noop_home = self.new_home()
         self.noop_run(noop_home)  # unmeasured: its first run creates the instance's databases
         for _ in range(runs):
-            self.found.startup_floor.append(self.startup_floor())
+            floor = self.startup_floor()
+            self.found.startup_floor.append(floor.seconds)
+            self.found.startup_floor_rss.append(floor.peak_rss)
             self.found.noop_run.append(self.noop_run(noop_home))
             self.found.no_change.append(self.sync(up, home))
         stats = up.stats()
