@@ -4,6 +4,7 @@ median, the ratio, the target and whether it is met. Nothing but what the run me
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
@@ -14,6 +15,12 @@ from typing import Any
 from bench.suite import GIB, MIB, Findings, SyncRun
 
 BUDGET_MIN = 25
+
+
+def _steps_slowest_first(runs: Sequence[SyncRun]) -> list[str]:
+    """The names of the steps the runs reported, by their median seconds, slowest first."""
+    names = {name for run in runs for name in run.steps}
+    return sorted(names, key=lambda name: -_median(run.steps.get(name, 0) for run in runs))
 
 
 def _median(values: Iterable[float]) -> float:
@@ -125,6 +132,12 @@ class Report:
             "",
         ]
         self.body += _table(self.run_header("run"), rows)
+        names = _steps_slowest_first(full)
+        step_rows = [
+            self.row(name, [run.steps.get(name, math.nan) for run in full], ".1f") for name in names
+        ]
+        self.body += ["Steps of the same full syncs, as `ductwork sync` reports them (s):", ""]
+        self.body += _table(self.run_header("step"), step_rows)
 
     # 2 -------------------------------------------------------------------------------------
     def memory(self) -> None:
@@ -204,10 +217,7 @@ class Report:
         self.steps(found.no_change, found.changed)
 
     def steps(self, quiet: list[SyncRun], changed: list[SyncRun]) -> None:
-        names = sorted(
-            {name for r in quiet for name in r.steps},
-            key=lambda k: -_median(r.steps.get(k, 0) for r in quiet),
-        )
+        names = _steps_slowest_first(quiet)
         if not names:
             return
         rows = [

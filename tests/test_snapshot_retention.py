@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -75,11 +75,7 @@ def test_prune_keeps_a_leased_snapshot_past_the_grace_period_until_it_is_let_go(
 def test_a_serving_worker_leases_its_snapshot_and_lets_it_go_when_it_switches(
     synced_home: Path, tmp_path: Path
 ) -> None:
-    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
-    assert published is not None
-    names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in ("v1", "v2")]
-    for name in names:
-        shutil.copyfile(published.path, tmp_path / name)
+    names = copies_of_the_synced_snapshot(synced_home, tmp_path, ["v1", "v2"])
     old = tmp_path / names[0]
     (tmp_path / snapshots.POINTER).write_text(names[0], encoding="utf-8")
     live = LiveSnapshot(tmp_path)
@@ -162,17 +158,10 @@ def test_prune_removes_record_files_whose_snapshot_is_gone_or_was_changed_in_pla
 def test_prune_keeps_a_record_file_being_written_but_not_one_a_killed_writer_left(
     tmp_path: Path,
 ) -> None:
-    snapshot = publish_fake(tmp_path, "v1", 0)
-    name = snapshots.record_file_name(snapshot, "serving_digital_assets")
     pruned_meanwhile: list[Path] = []
+    name, write = write_pruning_midway(tmp_path, pruned_meanwhile)
 
-    def batches() -> Iterator[pa.Array]:
-        yield pa.array(['{"n":1},'])
-        assert len(list(tmp_path.glob(f"*{snapshots.RECORDS_PARTIAL}"))) == 1
-        pruned_meanwhile.extend(snapshots.prune(tmp_path, keep=1, grace_s=600))
-        yield pa.array(['{"n":2},'])
-
-    written = record_file.open_or_write(name, batches(), tmp_path)
+    written = write()
 
     assert pruned_meanwhile == []
     assert written.joined(0, 2) == b'{"n":1},{"n":2}'
@@ -186,20 +175,15 @@ def test_prune_keeps_a_record_file_being_written_but_not_one_a_killed_writer_lef
 def test_prune_removes_a_record_file_draft_whose_writer_stalled_past_the_grace_period(
     tmp_path: Path,
 ) -> None:
-    snapshot = publish_fake(tmp_path, "v1", 0)
-    name = snapshots.record_file_name(snapshot, "serving_digital_assets")
-    pruned_meanwhile: list[Path] = []
-
-    def batches() -> Iterator[pa.Array]:
-        yield pa.array(['{"n":1},'])
-        (draft,) = tmp_path.glob(f"*{snapshots.RECORDS_PARTIAL}")
+    def untouched_for_an_hour(draft: Path) -> None:
         an_hour_ago = time.time() - 3600
-        os.utime(draft, (an_hour_ago, an_hour_ago))  # nothing written to it for an hour
-        pruned_meanwhile.extend(snapshots.prune(tmp_path, keep=1, grace_s=600))
-        yield pa.array(['{"n":2},'])
+        os.utime(draft, (an_hour_ago, an_hour_ago))
+
+    pruned_meanwhile: list[Path] = []
+    _, write = write_pruning_midway(tmp_path, pruned_meanwhile, untouched_for_an_hour)
 
     with pytest.raises(FileNotFoundError):  # its draft went: the write fails, pages are read
-        record_file.open_or_write(name, batches(), tmp_path)
+        write()
 
     assert [path.name.endswith(snapshots.RECORDS_PARTIAL) for path in pruned_meanwhile] == [True]
     assert record_files(tmp_path) == set()
@@ -208,11 +192,7 @@ def test_prune_removes_a_record_file_draft_whose_writer_stalled_past_the_grace_p
 def test_a_stopped_worker_s_record_file_goes_with_its_snapshot(
     synced_home: Path, tmp_path: Path
 ) -> None:
-    published = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
-    assert published is not None
-    names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in ("v1", "v2")]
-    for name in names:
-        shutil.copyfile(published.path, tmp_path / name)
+    names = copies_of_the_synced_snapshot(synced_home, tmp_path, ["v1", "v2"])
     old = tmp_path / names[0]
     load_state(as_snapshot(old)).close()  # served v1 (writing its record file), then stopped
     written = record_files(tmp_path)
@@ -223,6 +203,36 @@ def test_a_stopped_worker_s_record_file_goes_with_its_snapshot(
 
     assert sorted(removed) == sorted([old, *(tmp_path / name for name in written)])
     assert record_files(tmp_path) == set()
+
+
+def write_pruning_midway(
+    folder: Path, pruned: list[Path], before_prune: Callable[[Path], None] = lambda draft: None
+) -> tuple[str, Callable[[], record_file.RecordFile]]:
+    """The record file name of a snapshot published in ``folder``, and a call that writes it in
+    two batches, pruning the folder between them (after ``before_prune`` of the one draft
+    being written) into ``pruned``."""
+    snapshot = publish_fake(folder, "v1", 0)
+    name = snapshots.record_file_name(snapshot, "serving_digital_assets")
+
+    def batches() -> Iterator[pa.Array]:
+        yield pa.array(['{"n":1},'])
+        (draft,) = folder.glob(f"*{snapshots.RECORDS_PARTIAL}")
+        before_prune(draft)
+        pruned.extend(snapshots.prune(folder, keep=1, grace_s=600))
+        yield pa.array(['{"n":2},'])
+
+    return name, lambda: record_file.open_or_write(name, batches(), folder)
+
+
+def copies_of_the_synced_snapshot(home: Path, folder: Path, versions: list[str]) -> list[str]:
+    """Copy the snapshot the sync of ``home`` published into ``folder`` under each version;
+    the copies' file names, in the order given."""
+    published = snapshots.current(HomeSettings(home=home).snapshots_dir)
+    assert published is not None
+    names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in versions]
+    for name in names:
+        shutil.copyfile(published.path, folder / name)
+    return names
 
 
 def as_snapshot(path: Path) -> snapshots.Snapshot:
