@@ -10,9 +10,9 @@ RUN := $(UV) run --frozen
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv
 
+# Bytecode is compiled once, here. Exported to every `uv run`, the same setting would re-check
+# all of the environment's files on each launch (about half a second).
 .venv/.synced: uv.lock pyproject.toml | $(UV)
-	# Bytecode is compiled once, here. Exported to every `uv run`, the same setting would
-	# re-check all of the environment's files on each launch (about half a second).
 	UV_COMPILE_BYTECODE=1 $(UV) sync --frozen
 	touch $@
 
