@@ -355,6 +355,26 @@ class Report:
                 ]
             )
         self.body += _table([*self.run_header("load"), "answered/s", "p50 ms"], rows)
+        saturation = found.pinned_saturation
+        if saturation:
+            self.body += [
+                "For reference (no target), the most each server answers on the one core the "
+                "runs pinned apart leave it: `wrk` at saturation on core 1, the server on core 0.",
+                "",
+            ]
+            self.body += _table(
+                self.run_header("server"),
+                [
+                    self.row(f"{name}, requests/s", rates, ",.0f")
+                    for name, rates in saturation.items()
+                ],
+            )
+            if "ductwork" in saturation:
+                share = rate / _median(saturation["ductwork"])
+                self.body += [
+                    f"The paced rate is {share:.0%} of ductwork's rate on one core.",
+                    "",
+                ]
         for way, label in (("shared", "cores shared"), ("pinned", "pinned apart")):
             runs = found.paced.get(way, [])
             if runs:

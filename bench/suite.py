@@ -251,6 +251,8 @@ class Findings:
     # The lookup mix paced at half the ceiling's rate (open loop): "shared" cores or "pinned".
     paced_rate: float = 0.0
     paced: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # "ductwork" or "ceiling" -> wrk's requests/s with the server pinned to core 0, wrk to 1
+    pinned_saturation: dict[str, list[float]] = field(default_factory=dict)
     startup: dict[str, float] = field(default_factory=dict)
     # Wall time of each part of the suite, for where its budget goes.
     part_s: dict[str, float] = field(default_factory=dict)
@@ -476,6 +478,11 @@ class Suite:
                 # The same generator and rate against the ceiling: what the machine and the
                 # generator themselves allow (no target; the ductwork rows carry it).
                 self.paced(mix.name, Target(ceiling, ceiling_url, ceiling_file, None), "ceiling ")
+                for server, target in (
+                    ("ductwork", Target(ours, ours_url, ours_file, key)),
+                    ("ceiling", Target(ceiling, ceiling_url, ceiling_file, None)),
+                ):
+                    self.found.pinned_saturation[server] = self.pinned_saturation(target)
         for child in (ours, ceiling):
             stop(child)
 
@@ -506,10 +513,28 @@ class Suite:
                 )
         pin(server, "0,1")
 
-    def wrk(self, url: str, paths_file: Path, key: str | None) -> dict[str, float]:
-        """One closed-loop ``wrk`` run at saturation over the requests in ``paths_file``."""
+    def pinned_saturation(self, target: Target) -> list[float]:
+        """Requests/s at saturation with the server on core 0 and ``wrk`` on core 1: the most
+        the server answers on the one core the paced runs pinned apart leave it."""
+        server = process_tree(target.process.pid)
+        rates = []
+        try:
+            pin(server, "0")
+            for _ in range(self.options.runs):
+                rates.append(self.wrk(target.url, target.paths, target.key, cores="1")["rps"])
+        finally:
+            pin(server, "0,1")
+        print(f"[serve] pinned saturation {[round(r) for r in rates]}", flush=True)
+        return rates
+
+    def wrk(
+        self, url: str, paths_file: Path, key: str | None, cores: str | None = None
+    ) -> dict[str, float]:
+        """One closed-loop ``wrk`` run at saturation over the requests in ``paths_file`` (on
+        ``cores`` only, when given)."""
         options = self.options
-        command = ["wrk", f"-t{options.wrk_threads}", f"-c{options.wrk_connections}",
+        pinned = ["taskset", "-c", cores] if cores else []
+        command = [*pinned, "wrk", f"-t{options.wrk_threads}", f"-c{options.wrk_connections}",
                    f"-d{options.serve_seconds}s", "--latency", "-s", str(HERE / "paths.lua"),
                    url, "--", str(paths_file), key or "-"]  # fmt: skip
         out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
