@@ -128,7 +128,7 @@ class Upstream:
 
     def cpu_s(self) -> float:
         """The sandbox process's CPU time so far (user + system)."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = proc_stat(Path(f"/proc/{self.pid}/stat"))
         # utime and stime: the 14th and 15th fields of the line, the 12th and 13th after "comm)".
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -553,13 +553,19 @@ def create_key(home: Path) -> str:
     return KeyStore(HomeSettings(home=home).keys_path).create("bench", ["all"])
 
 
+def proc_stat(stat: Path) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` line after the command name (which may hold spaces
+    and parentheses): the process's state is the first."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (``ductwork serve`` under ``uv run``: uvicorn's workers),
     from each process's parent in ``/proc/*/stat``."""
     parents: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = proc_stat(stat)
             parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
     found = [pid]
     for parent in found:

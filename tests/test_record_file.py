@@ -4,7 +4,6 @@ slice; written once per snapshot file, shared by every worker of the host."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from serve import record_file
 from serve.app import create_app
 from serve.live_snapshot import load_state
 from tests.conftest import UNLIMITED, home_with_published_snapshot
-from tests.helpers.sync import publish_altered_copy
+from tests.helpers.sync import first_answer_of_a_new_snapshot, publish_altered_copy
 
 RECORDS = [f'{{"n":{i},"text":"{"é" * (i % 7)}"}}'.encode() for i in range(2500)]
 
@@ -112,12 +111,6 @@ def test_a_new_snapshot_is_served_from_its_own_record_file(
         "UPDATE digital_assets SET record = '{\"changed\":true}' WHERE rowid = "
         "(SELECT row_id FROM serving_digital_assets WHERE pos = 0)",
     )
-    deadline = time.monotonic() + 30
-    while True:
-        after = httpx.get(page, headers=headers)
-        if after.headers["etag"] != before.headers["etag"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert after.headers["etag"] != before.headers["etag"], "the new snapshot was not served"
+    after = first_answer_of_a_new_snapshot(page, headers, before.headers["etag"])
     assert after.json()["data"][0] == {"changed": True}
     assert after.json()["data"][1:] == before.json()["data"][1:]

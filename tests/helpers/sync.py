@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,3 +89,20 @@ def publish_altered_copy(snapshots_dir: Path, statement: str) -> Path:
         con.execute(statement)
     (snapshots_dir / snapshots.POINTER).write_text(changed.name, encoding="utf-8")
     return changed
+
+
+# How long a test waits for the read API to serve a snapshot just published (it checks the
+# pointer every half second).
+NEW_SNAPSHOT_LIMIT_S = 30
+
+
+def first_answer_of_a_new_snapshot(url: str, headers: dict[str, str], etag: str) -> httpx.Response:
+    """GET ``url`` until its answer carries an ETag other than ``etag`` (the read API serves
+    the snapshot published since); fails after ``NEW_SNAPSHOT_LIMIT_S``."""
+    deadline = time.monotonic() + NEW_SNAPSHOT_LIMIT_S
+    while True:
+        answer = httpx.get(url, headers=headers)
+        if answer.headers["etag"] != etag:
+            return answer
+        assert time.monotonic() < deadline, "the new snapshot was not served"
+        time.sleep(0.05)  # polls; times nothing
