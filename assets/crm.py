@@ -246,7 +246,10 @@ def crm_leads(
         window = None if reconcile else config.window_days
         fetched = fetch(upstream, lambda client: _sync_leads(client, con, start, window))
         if reconcile:
-            con.execute("INSERT OR IGNORE INTO lead_detail_queue SELECT id FROM leads")
+            con.execute(
+                "INSERT INTO lead_detail_queue"
+                " SELECT id FROM leads EXCEPT SELECT id FROM lead_detail_queue"
+            )
         total, queued = con.execute(
             "SELECT (SELECT count(*) FROM leads), (SELECT count(*) FROM lead_detail_queue)"
         ).fetchall()[0]

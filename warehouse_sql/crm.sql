@@ -36,8 +36,9 @@ CREATE TABLE IF NOT EXISTS lead_details (
 
 -- Leads whose details must be (re)fetched: new leads and leads whose list item changed.
 -- Filled in the transaction that upserts the list page; drained by the lead-details asset.
+-- Unindexed, as `digital_asset_walk_ids` is: draining it deletes every row, in batches.
 CREATE TABLE IF NOT EXISTS lead_detail_queue (
-    id  VARCHAR PRIMARY KEY
+    id  VARCHAR NOT NULL
 );
 
 -- Type-2 history of leads with their details: one row per version. A version opens when the

@@ -10,6 +10,8 @@ CREATE TABLE IF NOT EXISTS stream_state (
 
 -- Asset ids listed so far by a digital-asset page walk that has not finished, written with each
 -- page: a walk cut short resumes at its next page and still checks that it saw every asset.
+-- No primary key, on purpose: DuckDB commits a delete from an indexed table slowly (emptying
+-- 200,000 ids took 1.4 s against 4 ms unindexed); inserts skip ids already present instead.
 CREATE TABLE IF NOT EXISTS digital_asset_walk_ids (
-    asset_id     VARCHAR PRIMARY KEY
+    asset_id     VARCHAR NOT NULL
 );
