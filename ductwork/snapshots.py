@@ -80,6 +80,12 @@ def record_file_name(snapshot: Path, table: str) -> str:
     return RECORDS_PREFIX + hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
+def record_file_names(snapshot: Path) -> set[str]:
+    """The names of every record file the snapshot file ``snapshot`` may have (one per
+    numbered list)."""
+    return {record_file_name(snapshot, table) for table in NUMBERED_LISTS}
+
+
 def new_version() -> str:
     """A sortable, unique version name: UTC time to the microsecond plus a random tail."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -493,7 +499,7 @@ def _prune_record_files(snapshots_dir: Path, now: float, grace_s: float) -> list
     kept = set()
     for snapshot in snapshots_dir.glob(f"{PREFIX}*{SUFFIX}"):
         with suppress(FileNotFoundError):  # pruned meanwhile by another process
-            kept.update(record_file_name(snapshot, table) for table in NUMBERED_LISTS)
+            kept.update(record_file_names(snapshot))
     removed = []
     for path in found:
         if path.name.endswith(RECORDS_PARTIAL):

@@ -12,7 +12,8 @@ names come from ``ductwork.snapshots``, whose ``prune`` removes a snapshot's rec
 it. The first worker to load a snapshot writes its file under a lock while the others wait,
 then all map it; later starts of the API find it written. A worker maps the file it wrote
 before renaming it into place, and the record files of other snapshots are removed as a new
-one is written: a mapped file stays readable after its removal.
+one is written (never another list's of the same snapshot): a mapped file stays readable after
+its removal.
 
 Layout: 8 bytes of magic, the records, their ``n + 1`` offsets from the first (int64), then
 ``n`` (int64).
@@ -24,7 +25,7 @@ import fcntl
 import mmap
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from contextlib import suppress
 from pathlib import Path
 
@@ -61,10 +62,13 @@ class RecordFile:
         return self._mapped[base + int(self._offsets[start]) : base + int(self._offsets[end]) - 1]
 
 
-def open_or_write(name: str, batches: Iterable[pa.Array], where: Path) -> RecordFile:
+def open_or_write(
+    name: str, batches: Iterable[pa.Array], where: Path, siblings: Collection[str] = ()
+) -> RecordFile:
     """Map the record file ``name`` in the folder ``where``, writing it from ``batches``
     (string arrays of records, each ending with its comma, in list order) when no worker has
-    yet."""
+    yet. Writing it removes the other record files there but ``siblings`` (the names of the
+    same snapshot's other lists)."""
     modes = file_modes.current()
     target = where / name
     lock = os.open(where / RECORDS_LOCK, os.O_RDWR | os.O_CREAT, modes.file_mode)
@@ -76,7 +80,8 @@ def open_or_write(name: str, batches: Iterable[pa.Array], where: Path) -> Record
         found, written = _write(where, batches, modes)
         os.replace(written, target)
         for other in where.glob(f"{RECORDS_PREFIX}*"):
-            if other.name != name:  # another snapshot's, or a write that was cut short
+            if other.name != name and other.name not in siblings:
+                # another snapshot's, or a write that was cut short
                 other.unlink(missing_ok=True)  # still readable where it is mapped
         return found
     finally:

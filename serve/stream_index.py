@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 from starlette.concurrency import run_in_threadpool
 
-from ductwork.snapshots import record_file_name
+from ductwork.snapshots import record_file_name, record_file_names
 from serve import record_file
 from serve.record_file import RecordFile
 from warehouse_sql import NUMBERED_LISTS
@@ -237,7 +237,8 @@ def load_list(
         batches = _every_record(reader, query, len(keys))
         name = record_file_name(snapshot, table)
         try:
-            listing.whole = record_file.open_or_write(name, batches, snapshot.parent)
+            siblings = record_file_names(snapshot)
+            listing.whole = record_file.open_or_write(name, batches, snapshot.parent, siblings)
         except OSError as exc:  # e.g. a folder this process may not write: pages are read
             log.warning("%s: no record file (%s); pages read from the snapshot", table, exc)
         finally:

@@ -60,6 +60,19 @@ def test_a_new_file_removes_the_others_while_a_mapped_one_keeps_answering(tmp_pa
     assert (tmp_path / ".records.lock").stat().st_mode & 0o077 == 0  # private to its owner
 
 
+def test_a_new_file_keeps_the_files_of_its_snapshots_other_lists(tmp_path: Path) -> None:
+    record_file.open_or_write(".records-old", batches_of(RECORDS, 500), tmp_path)
+    leads = record_file.open_or_write(".records-leads", batches_of(RECORDS[:20], 500), tmp_path)
+    siblings = {".records-leads", ".records-assets"}
+    record_file.open_or_write(".records-assets", batches_of(RECORDS, 500), tmp_path, siblings)
+    assert sorted(p.name for p in tmp_path.glob(".records-*")) == [
+        ".records-assets",
+        ".records-leads",
+    ]
+    again = record_file.open_or_write(".records-leads", never_read(), tmp_path, siblings)
+    assert again.joined(0, 20) == leads.joined(0, 20)
+
+
 def test_an_empty_list_has_an_empty_file_of_no_records(tmp_path: Path) -> None:
     found = record_file.open_or_write(".records-empty", iter([]), tmp_path)
     assert len(found) == 0 and found.joined(0, 100) == b""
