@@ -689,14 +689,29 @@ def serving_only(options: argparse.Namespace) -> int:
             with upstream(scale, group, s3_url) as up:
                 home = suite.sync(up, suite.new_home()).home
             suite.serving(group, home, scale)
-        for name, results in suite.found.serving.items():
-            ours, ceiling = (statistics.median(r["rps"] for r in results[s])
-                             for s in ("ductwork", "ceiling"))  # fmt: skip
-            print(f"[serve] {name}: ductwork / ceiling = {ours / ceiling:.0%}", flush=True)
-        for way, runs in suite.found.paced.items():
-            p99 = statistics.median(r["p99_ms"] for r in runs)
-            print(f"[serve] paced ({way}): p99 {p99:.1f} ms", flush=True)
+        print_serving_verdicts(suite.found)
     return 0
+
+
+def print_serving_verdicts(found: Findings) -> None:
+    """Each serving figure with its target, met or missed (the ceiling's paced runs have none)."""
+    from bench.results import PACED_P99_TARGET_MS, serving_share_target
+
+    for name, results in found.serving.items():
+        ours, ceiling = (statistics.median(r["rps"] for r in results[s])
+                         for s in ("ductwork", "ceiling"))  # fmt: skip
+        target = serving_share_target(name)
+        word = "met" if ours / ceiling >= target else "missed"
+        print(f"[serve] {name}: ductwork / ceiling = {ours / ceiling:.0%} "
+              f"(target ≥ {target:.0%}: {word})", flush=True)  # fmt: skip
+    for way, runs in found.paced.items():
+        p99 = statistics.median(r["p99_ms"] for r in runs)
+        if way.startswith("ceiling"):
+            print(f"[serve] paced ({way}): p99 {p99:.1f} ms (reference, no target)", flush=True)
+            continue
+        word = "met" if p99 <= PACED_P99_TARGET_MS else "missed"
+        print(f"[serve] paced ({way}): p99 {p99:.1f} ms "
+              f"(target ≤ {PACED_P99_TARGET_MS:.0f} ms: {word})", flush=True)  # fmt: skip
 
 
 def start_object_store(group: ProcessGroup) -> str:
