@@ -49,6 +49,7 @@ from typing import Any
 import httpx
 
 from ductwork.local_server import free_socket
+from ductwork.run_worker import proc_stat
 from ductwork.settings import upstream_environment
 from pipelines.processes import ProcessGroup, installed_command, wait_until_answering
 
@@ -128,8 +129,10 @@ class Upstream:
 
     def cpu_s(self) -> float:
         """The sandbox process's CPU time so far (user + system)."""
-        fields = proc_stat(Path(f"/proc/{self.pid}/stat"))
-        # utime and stime: the 14th and 15th fields of the line, the 12th and 13th after "comm)".
+        fields = proc_stat(self.pid)
+        if fields is None:
+            raise RuntimeError(f"the sandbox (pid {self.pid}) is gone")
+        # utime and stime: fields 14 and 15 of proc(5), items 11 and 12 here.
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stats(self) -> dict[str, int]:
@@ -553,20 +556,13 @@ def create_key(home: Path) -> str:
     return KeyStore(HomeSettings(home=home).keys_path).create("bench", ["all"])
 
 
-def proc_stat(stat: Path) -> list[str]:
-    """The fields of a ``/proc/<pid>/stat`` line after the command name (which may hold spaces
-    and parentheses): the process's state is the first."""
-    return stat.read_text().rsplit(")", 1)[1].split()
-
-
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (``ductwork serve`` under ``uv run``: uvicorn's workers),
     from each process's parent in ``/proc/*/stat``."""
     parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with suppress(OSError, ValueError, IndexError):
-            fields = proc_stat(stat)
-            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    for entry in Path("/proc").glob("[0-9]*"):
+        if (fields := proc_stat(int(entry.name))) is not None:
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
     found = [pid]
     for parent in found:
         found += parents.get(parent, [])
