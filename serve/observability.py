@@ -11,11 +11,14 @@ metrics in a registry of its own.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
+import math
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -39,9 +42,22 @@ def shared_metrics() -> bool:
     return bool(getattr(values.ValueClass, "_multiprocess", False))
 
 
+# Latency buckets of ``ductwork_request_seconds`` (prometheus_client adds +Inf).
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+# How long an answer's count may wait in this worker before prometheus_client holds it.
+FLUSH_EVERY_S = 0.5
+
+
 class Metrics:
     """The read API's metrics: summed over every worker's files in multiprocess mode,
-    otherwise in a registry of their own (one per app)."""
+    otherwise in a registry of their own (one per app).
+
+    Answers are tallied in plain numbers and handed to prometheus_client in one batch at most
+    ``FLUSH_EVERY_S`` after the first of them, and before this worker answers ``/metrics``:
+    in multiprocess mode each of the library's increments takes a lock, asks the kernel for
+    the pid and writes a shared page, three times an answer, which cost more than finding a
+    SKU. Another worker's ``/metrics`` may therefore lag this one's by up to that delay.
+    """
 
     def __init__(self) -> None:
         self.shared = shared_metrics()
@@ -55,32 +71,71 @@ class Metrics:
         )
         self.latency = Histogram(
             "ductwork_request_seconds", "Time to answer", ["family"], registry=own,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            buckets=LATENCY_BUCKETS,
         )  # fmt: skip
         # Set by whichever worker answers /metrics: the latest reading is the one to report.
         self.snapshot_age = Gauge(
             "ductwork_snapshot_age_seconds", "Age of the snapshot being served",
             registry=own, multiprocess_mode="livemostrecent",
         )  # fmt: skip
-        # labels() takes a lock and builds a key on every call: keep each labelled child.
-        self._counted: dict[tuple[str, int], Any] = {}
-        self._timed: dict[str, Any] = {}
+        self._bounds = (*LATENCY_BUCKETS, math.inf)
+        self._tally = _Tally()
+        self._flush_on: asyncio.AbstractEventLoop | None = None
 
     def observe(self, family: str, status: int, seconds: float) -> None:
-        """Count one answer and its latency."""
-        counter = self._counted.get((family, status))
-        if counter is None:
-            counter = self._counted[family, status] = self.requests.labels(family, str(status))
-        timer = self._timed.get(family)
-        if timer is None:
-            timer = self._timed[family] = self.latency.labels(family)
-        counter.inc()
-        timer.observe(seconds)
+        """Count one answer and its latency (handed on with the next flush)."""
+        self._tally.add(family, status, bisect_left(self._bounds, seconds), seconds)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop here: nothing would run a later flush
+            self.flush()
+            return
+        # Scheduled again on a new loop: one that has stopped would never run the flush.
+        if self._flush_on is not loop:
+            self._flush_on = loop
+            loop.call_later(FLUSH_EVERY_S, self.flush)
+
+    def flush(self) -> None:
+        """Hand every tallied answer to prometheus_client."""
+        self._flush_on = None
+        tally, self._tally = self._tally, _Tally()
+        for (family, status), count in tally.answers.items():
+            self.requests.labels(family, str(status)).inc(count)
+        for family, counts in tally.buckets.items():
+            timer = self.latency.labels(family)
+            # A histogram has no public way to add many observations at once; its children
+            # keep one value per bucket, and observe() adds 1 to one of them and the amount
+            # to the sum, which is what this does n at a time (pinned by a test).
+            for index, count in enumerate(counts):
+                if count:
+                    timer._buckets[index].inc(count)
+            timer._sum.inc(tally.seconds[family])
 
     def close(self) -> None:
-        """As the worker stops: drop its live gauge from the shared files (its counts stay)."""
+        """As the worker stops: flush, then drop its live gauge from the shared files (its
+        counts stay)."""
+        self.flush()
         if self.shared:
             mark_process_dead(os.getpid())
+
+
+class _Tally:
+    """Answers counted since the last flush: by (family, status), and per family by latency
+    bucket, with the latencies' sum."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, int], int] = {}
+        self.buckets: dict[str, list[int]] = {}
+        self.seconds: dict[str, float] = {}
+
+    def add(self, family: str, status: int, bucket: int, seconds: float) -> None:
+        key = (family, status)
+        self.answers[key] = self.answers.get(key, 0) + 1
+        counts = self.buckets.get(family)
+        if counts is None:
+            counts = self.buckets[family] = [0] * (len(LATENCY_BUCKETS) + 1)
+        counts[bucket] += 1
+        self.seconds[family] = self.seconds.get(family, 0.0) + seconds
 
 
 def serve_logging_config(level: str) -> dict[str, Any]:

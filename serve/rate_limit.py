@@ -61,6 +61,15 @@ class LimitCounter:
             registry=registry,
         )
 
+    @property
+    def in_memory(self) -> bool:
+        """Counted in this process's memory alone: no Redis is configured."""
+        return self._remote is None
+
+    def hit_in_memory(self, limit: RateLimitItemPerSecond, *who: str) -> int | None:
+        """``hit`` for a counter without Redis (``in_memory``), which needs no await."""
+        return self._local.hit(limit, who)
+
     async def hit(self, limit: RateLimitItemPerSecond, *who: str) -> int | None:
         """Count one request for ``who``: None if allowed, else the seconds to wait."""
         remote = self._remote
@@ -143,4 +152,7 @@ class RequestLimit:
 
     async def check(self, client: str) -> int | None:
         """None if allowed (and counted), else the seconds to wait (for ``Retry-After``)."""
-        return await self._counter.hit(self._limit, self._name, client)
+        counter = self._counter
+        if counter.in_memory:  # nothing to wait for: spare every answer the counter's coroutine
+            return counter.hit_in_memory(self._limit, self._name, client)
+        return await counter.hit(self._limit, self._name, client)

@@ -50,7 +50,8 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     live = request.app.state.live
     state = live.get()
-    gauge = request.app.state.metrics.snapshot_age
-    gauge.set(live.age_seconds(state) if state is not None else float("nan"))
-    body = generate_latest(request.app.state.metrics.registry)
+    metrics = request.app.state.metrics
+    metrics.flush()  # this worker's latest answers, counted before they are reported
+    metrics.snapshot_age.set(live.age_seconds(state) if state is not None else float("nan"))
+    body = generate_latest(metrics.registry)
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)
