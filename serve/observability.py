@@ -56,7 +56,8 @@ class Metrics:
     ``FLUSH_EVERY_S`` after the first of them, and before this worker answers ``/metrics``:
     in multiprocess mode each of the library's increments takes a lock, asks the kernel for
     the pid and writes a shared page, three times an answer, which cost more than finding a
-    SKU. Another worker's ``/metrics`` may therefore lag this one's by up to that delay.
+    SKU. Another worker's ``/metrics`` may therefore lag this one's by up to that delay, and
+    a worker killed outright (no shutdown) loses at most that last delay's counts.
     """
 
     def __init__(self) -> None:
