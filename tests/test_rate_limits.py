@@ -3,8 +3,6 @@ by the address a trusted proxy names, and still enforced per process when Redis 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -23,15 +21,11 @@ from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
 from serve.app import create_app
 from serve.record_file import RecordFile
 from tests.conftest import home_with_published_snapshot
+from tests.helpers.bursts import WINDOW_S, bearer, burst_over_every_worker, logged_pids
 from tests.helpers.serve_process import RunningApi, serving_process
 
 BURST_LIMIT = 40  # requests per key per second
 BURST_ATTEMPTS = 3  # a burst slower than the window proves nothing: try again with a new key
-WINDOW_S = 1.0
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 @pytest.fixture(scope="module")
@@ -46,89 +40,6 @@ def new_key(home: Path, name: str) -> str:
     return KeyStore(HomeSettings(home=home).keys_path).create(name, ["all"])
 
 
-WARM_CONNECTIONS = 12  # per process, opened at once: enough for both workers to accept some
-WARM_ROUNDS = 20  # a worker still starting up under load accepts nothing yet
-LOG_WAIT_S = 10.0
-ONE = httpx.Limits(max_connections=1, max_keepalive_connections=1)  # a client is a connection
-
-
-def logged_pids(access_logs: list[Path], request_ids: set[str]) -> dict[str, int]:
-    """The worker pid that answered each of ``request_ids``, from the access logs (waiting,
-    bounded, for the lines to be written)."""
-    deadline = time.monotonic() + LOG_WAIT_S
-    while True:
-        found = {
-            entry["request_id"]: entry["pid"]
-            for log in access_logs
-            for line in log.read_text(encoding="utf-8").splitlines()
-            if line.startswith("{") and (entry := json.loads(line))["request_id"] in request_ids
-        }
-        if len(found) == len(request_ids) or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
-
-
-async def connections_to_every_worker(
-    urls: list[str], access_logs: list[Path], workers: int
-) -> list[httpx.AsyncClient]:
-    """One open keep-alive connection to each worker behind each of ``urls``.
-
-    A worker keeps the connections it accepted; which one accepts is the kernel's choice, so
-    connections are opened at once in rounds, and the access log says who answered each."""
-    chosen: dict[int, httpx.AsyncClient] = {}
-    opened: list[httpx.AsyncClient] = []
-    for round_ in range(WARM_ROUNDS):
-        batch = {
-            f"warm-{round_}-{n}-{i}": httpx.AsyncClient(base_url=url, limits=ONE, timeout=30)
-            for n, url in enumerate(urls)
-            for i in range(WARM_CONNECTIONS)
-        }
-        opened += batch.values()
-        await asyncio.gather(
-            *(
-                client.get("/healthz", headers={"X-Request-ID": rid})
-                for rid, client in batch.items()
-            )
-        )
-        for rid, pid in logged_pids(access_logs, set(batch)).items():
-            chosen.setdefault(pid, batch[rid])
-        if len(chosen) == len(urls) * workers:
-            break
-    for client in opened:
-        if client not in chosen.values():
-            await client.aclose()
-    return list(chosen.values())
-
-
-@dataclass(frozen=True)
-class Burst:
-    """What one burst got back."""
-
-    answers: list[httpx.Response]
-    request_ids: set[str]
-    elapsed_s: float
-
-
-async def send_burst(
-    connections: list[httpx.AsyncClient], paths_: list[str], key: str, count: int, tag: str
-) -> Burst:
-    """``count`` GETs spread evenly over ``connections`` (each sends its share in a row, all
-    connections at once), alternating between ``paths_``."""
-
-    async def share(index: int, client: httpx.AsyncClient) -> list[httpx.Response]:
-        answers = []
-        for n in range(index, count, len(connections)):
-            headers = {**bearer(key), "X-Request-ID": f"{tag}-{n}"}
-            answers.append(await client.get(paths_[n % len(paths_)], headers=headers))
-        return answers
-
-    started = time.monotonic()
-    shares = await asyncio.gather(*(share(i, c) for i, c in enumerate(connections)))
-    elapsed = time.monotonic() - started
-    ids = {f"{tag}-{n}" for n in range(count)}
-    return Burst([answer for part in shares for answer in part], ids, elapsed)
-
-
 def test_a_keys_limit_holds_across_two_serve_processes_of_two_workers_each(
     replica_home: Path, redis_url: str, tmp_path: Path
 ) -> None:
@@ -141,27 +52,17 @@ def test_a_keys_limit_holds_across_two_serve_processes_of_two_workers_each(
     # The short path counts the product pages, the routes count the lead pages.
     targets = [f"{paths.PRODUCTS_LIST}?count=1", f"{paths.LEADS}?count=1"]
 
-    async def burst_until_one_fits(urls: list[str]) -> tuple[Burst, int]:
-        connections = await connections_to_every_worker(urls, logs, workers=2)
-        try:
-            for attempt, key in enumerate(keys):
-                burst = await send_burst(connections, targets, key, 2 * BURST_LIMIT, f"b{attempt}")
-                if burst.elapsed_s < WINDOW_S:
-                    return burst, len(connections)
-            pytest.fail(f"no burst of {2 * BURST_LIMIT} fitted in {WINDOW_S} s")
-        finally:
-            for client in connections:
-                await client.aclose()
-
     with (
         logs[0].open("wb") as first_log,
         logs[1].open("wb") as second_log,
         serving_process(replica_home, 2, settings, first_log) as first,
         serving_process(replica_home, 2, settings, second_log) as second,
     ):
-        burst, workers_reached = asyncio.run(burst_until_one_fits([first.url, second.url]))
+        burst = burst_over_every_worker(
+            [first.url, second.url], logs, 2, keys, targets, 2 * BURST_LIMIT
+        )
         answered_by = logged_pids(logs, burst.request_ids)
-    assert workers_reached == 4 and len(set(answered_by.values())) == 4, answered_by
+    assert burst.connections == 4 and len(set(answered_by.values())) == 4, answered_by
     statuses = [answer.status_code for answer in burst.answers]
     assert set(statuses) <= {200, 429}, statuses
     assert BURST_LIMIT <= statuses.count(200) <= BURST_LIMIT * 1.1, statuses
