@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,8 @@ def test_map_bounded_raises_the_first_error_as_is_and_stops_the_other_workers() 
 
 def test_columns_build_the_arrow_schema_the_warehouse_expects() -> None:
     """Declared column types map to Arrow's (timestamps in microseconds, UTC); a table of rows
-    follows the declaration, a missing member is null; an unknown type is refused at once."""
+    follows the declaration, a missing member is null, an extra one is dropped; an unknown type
+    is refused at once."""
     import pyarrow as pa
 
     columns = Columns(("id", "string"), ("n", "int32"), ("at", "timestamp"), ("ok", "bool"))
@@ -115,8 +117,13 @@ def test_columns_build_the_arrow_schema_the_warehouse_expects() -> None:
         [("id", pa.string()), ("n", pa.int32()), ("at", pa.timestamp("us", tz="UTC")),
          ("ok", pa.bool_())]
     )  # fmt: skip
-    table = columns.table([{"id": "a", "n": 1}])
+    moment = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    table = columns.table([{"id": "a", "n": 1}, {"id": "b", "at": moment, "ok": True, "x": 9}])
     assert table.schema == columns.schema
-    assert table.to_pylist() == [{"id": "a", "n": 1, "at": None, "ok": None}]
+    assert table.to_pylist() == [
+        {"id": "a", "n": 1, "at": None, "ok": None},
+        {"id": "b", "n": None, "at": moment, "ok": True},  # a key that is no column is ignored
+    ]
+    assert columns.table([]).schema == columns.schema and columns.table([]).num_rows == 0
     with pytest.raises(ValueError, match="unknown column types"):
         Columns(("id", "varchar"))

@@ -53,11 +53,22 @@ class Columns:
 
         return pa.schema([(name, _arrow_type(kind)) for name, kind in self.columns])
 
-    def table(self, rows: list[dict[str, Any]]) -> pa.Table:
-        """An Arrow table of ``rows`` (dicts by column name; a missing column is null)."""
+    @cached_property
+    def row_type(self) -> pa.StructType:
+        """A row as one Arrow struct of the columns."""
         import pyarrow as pa
 
-        return pa.Table.from_pylist(rows, schema=self.schema)
+        return pa.struct(list(self.schema))
+
+    def table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        """An Arrow table of ``rows`` (dicts by column name; a missing column is null, a key
+        that is no column is ignored)."""
+        import pyarrow as pa
+
+        # Converted as one struct array, whose converter reads each dict in C: from_pylist
+        # walks the rows once per column in Python and took about twice as long, on the
+        # thread that stores pages while the event loop waits for the GIL to fetch the next.
+        return pa.Table.from_struct_array(pa.array(rows, type=self.row_type))
 
     def __repr__(self) -> str:
         return f"Columns{self.columns!r}"
