@@ -6,6 +6,12 @@ from importlib import resources
 
 # Applied in this order when a warehouse is opened: tables first, then views over them.
 SCHEMA_FILES: tuple[str, ...] = ("catalog", "warehouse", "crm", "internal", "sync_state")
+# What brings an older warehouse's bookkeeping tables to the DDL, which CREATE TABLE IF NOT
+# EXISTS cannot do for a dropped primary key: a query naming the tables still keyed, then the
+# two halves of their rebuild (see ``ductwork.store.loading``).
+BOOKKEEPING_REBUILD_FILES: tuple[str, str, str] = (
+    "bookkeeping_keyed", "bookkeeping_set_aside", "bookkeeping_restore"
+)  # fmt: skip
 # Applied to every published snapshot (not to the working warehouse, whose every open would pay
 # for them): the data dictionary's comments and the analyst views.
 SNAPSHOT_FILES: tuple[str, ...] = ("serving", "table_comments", "analyst_views")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,10 +17,12 @@ from ductwork.settings import SyncSettings, load
 from ductwork.store.bookmarks import read_bookmark, write_bookmark
 from ductwork.store.columns import Columns
 from ductwork.upstream.schema_drift import RecordShape
-from warehouse_sql import schema_sql
+from warehouse_sql import BOOKKEEPING_REBUILD_FILES, read_sql, schema_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger("ductwork.store")
 
 Record = Mapping[str, Any]
 RowOf = Callable[[Record], dict[str, Any]]
@@ -184,7 +187,10 @@ SCHEMA_BOOKMARK = "warehouse.schema"
 @cache
 def _schema() -> tuple[str, dict[str, str]]:
     ddl = schema_sql()
-    return ddl, {"digest": hashlib.blake2b(ddl.encode(), digest_size=16).hexdigest()}
+    # The rebuild's files count too: a warehouse that applied this DDL before they existed
+    # checks its bookkeeping tables once more.
+    applied = "\n".join([ddl, *(read_sql(name) for name in BOOKKEEPING_REBUILD_FILES)])
+    return ddl, {"digest": hashlib.blake2b(applied.encode(), digest_size=16).hexdigest()}
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -200,7 +206,33 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     except duckdb.CatalogException:  # a new warehouse: no stream_state yet
         pass
     con.execute(ddl)
+    _rebuild_keyed_bookkeeping(con, ddl)
     write_bookmark(con, SCHEMA_BOOKMARK, digest)
+
+
+def _rebuild_keyed_bookkeeping(con: duckdb.DuckDBPyConnection, ddl: str) -> list[str]:
+    """Rebuild the bookkeeping tables without the primary key older warehouses gave them, every
+    row kept, in one transaction; returns the tables that were still keyed (none: no rebuild).
+
+    DuckDB commits a delete from an indexed table slowly, and these are emptied on every full
+    sync; it cannot drop a key in place, so the tables move aside, the DDL creates them anew
+    and their rows move back.
+    """
+    check, set_aside, restore = (read_sql(name) for name in BOOKKEEPING_REBUILD_FILES)
+    keyed = [row[0] for row in con.execute(check).fetchall()]
+    if not keyed:
+        return []
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(set_aside)
+        con.execute(ddl)
+        con.execute(restore)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    log.info("rebuilt %s without the primary key of earlier releases", ", ".join(keyed))
+    return keyed
 
 
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
