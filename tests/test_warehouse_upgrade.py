@@ -106,6 +106,9 @@ def test_ductwork_sync_on_an_earlier_warehouse_drops_the_keys_and_fetches_what_w
     done = ductwork("sync", env=sync_env(home, upstream, object_store, UPSTREAM_KEY))
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (
+        "rebuilt digital_asset_walk_ids, lead_detail_queue without the primary key" in done.stderr
+    )
     with duckdb.connect(str(warehouse), read_only=True) as con:
         assert all(constraints(con, table) == {"NOT NULL"} for table in BOOKKEEPING)
         assert con.execute("SELECT count(*) FROM lead_detail_queue").fetchone() == (0,)

@@ -231,7 +231,8 @@ def _rebuild_keyed_bookkeeping(con: duckdb.DuckDBPyConnection, ddl: str) -> list
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    log.info("rebuilt %s without the primary key of earlier releases", ", ".join(keyed))
+    # Once per warehouse, and worth an operator's notice: a warning reaches stderr unconfigured.
+    log.warning("rebuilt %s without the primary key of earlier releases", ", ".join(keyed))
     return keyed
 
 
