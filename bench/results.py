@@ -135,13 +135,27 @@ class Report:
             self.row("sandbox during the sync, CPU s", [r.upstream_cpu_s for r in full], ".1f"),
             self.row("`ductwork sync`, CPU s per wall s", [r.cpu_s / r.seconds for r in full]),
         ]
+        cores = os.cpu_count() or 1
+        bounds = [(r.cpu_s + r.upstream_cpu_s) / cores for r in full]
+        rows.append(self.row(f"(sync + sandbox CPU s) / {cores} cores, s", bounds, ".1f"))
         self.body += [
             "CPU time of the same runs (a reference, no target): each process's user + system "
-            "seconds from `wait4`, start-up included, and the sandbox's meanwhile. Two cores "
-            "serve all of them.",
+            "seconds from `wait4`, start-up included, and the sandbox's meanwhile. "
+            f"{cores} cores serve all of them.",
             "",
         ]
         self.body += _table(self.run_header("run"), rows)
+        tight = found.aiohttp_floor.get(scale)
+        if tight:
+            bound = _median(bounds)
+            self.body += [
+                f"The last row is the least a sync doing the same CPU work could take, had it "
+                f"kept every core busy from start to end: {bound:.1f} s, "
+                f"{bound / _median(tight):.2f} × the aiohttp floor's median. A full sync's ratio "
+                "to that floor can only come below this by costing the cores less, not by "
+                "overlapping more.",
+                "",
+            ]
         names = _steps_slowest_first(full)
         step_rows = [
             self.row(name, [run.steps.get(name, math.nan) for run in full], ".1f") for name in names

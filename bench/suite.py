@@ -601,13 +601,19 @@ def prepare_this_process() -> None:
     """Signals, the children's environment and wrk, before any part starts."""
     # SIGTERM unwinds like Ctrl-C, so the servers and children started below are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    prepare_children_environment()
+    ensure_wrk()
+
+
+def prepare_children_environment() -> None:
+    """What every child the bench starts inherits: moto's credentials, and ``uv run``
+    launching as a user's does."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     # A user's `uv run` does not recompile the environment's bytecode on every launch; with
     # this set (as `make` once exported it), each launch spent about half a second doing so,
     # in the syncs and the start-up floor alike.
     os.environ.pop("UV_COMPILE_BYTECODE", None)
-    ensure_wrk()
 
 
 def main() -> int:
