@@ -149,11 +149,10 @@ class Report:
         if tight:
             bound = _median(bounds)
             self.body += [
-                f"The last row is the least a sync doing the same CPU work could take, had it "
+                "The last row is the least a sync doing the same CPU work could take, had it "
                 f"kept every core busy from start to end: {bound:.1f} s, "
-                f"{bound / _median(tight):.2f} × the aiohttp floor's median. A full sync's ratio "
-                "to that floor can only come below this by costing the cores less, not by "
-                "overlapping more.",
+                f"{bound / _median(tight):.2f} × the aiohttp floor's median. No overlap brings "
+                "the full sync's ratio to that floor below this; only less CPU work can.",
                 "",
             ]
         names = _steps_slowest_first(full)
