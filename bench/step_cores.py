@@ -29,21 +29,19 @@ from bench.suite import (
     ROOT,
     STEP_LINE,
     prepare_children_environment,
+    process_cpu_s,
     start_object_store,
     upstream,
 )
-from ductwork.run_worker import proc_stat
 from ductwork.settings import upstream_environment
 from pipelines.processes import ProcessGroup
 
 SAMPLE_S = 0.25
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
-    """A process's CPU time so far (user + system); 0.0 once it is gone."""
-    fields = proc_stat(pid)
-    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / TICKS
+    """A process's CPU time so far; 0.0 once it is gone."""
+    return process_cpu_s(pid) or 0.0
 
 
 def tree(pid: int) -> list[int]:
@@ -83,7 +81,7 @@ class Spans:
         name = step if self.steps > 1 else f"start-up and {step}"
         if self.current in self.rows:
             self.rows[name] = self.rows.pop(self.current)
-        self.current = f"after {step}: publish check, summary, exit"
+        self.current = f"after {step}, to the exit"
 
     def add(self, wall: float, sync: float, sandbox: float) -> None:
         with self.lock:

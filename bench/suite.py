@@ -129,11 +129,10 @@ class Upstream:
 
     def cpu_s(self) -> float:
         """The sandbox process's CPU time so far (user + system)."""
-        fields = proc_stat(self.pid)
-        if fields is None:
+        spent = process_cpu_s(self.pid)
+        if spent is None:
             raise RuntimeError(f"the sandbox (pid {self.pid}) is gone")
-        # utime and stime: fields 14 and 15 of proc(5), items 11 and 12 here.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return spent
 
     def stats(self) -> dict[str, int]:
         headers = {"Authorization": f"Bearer {KEY}"}
@@ -145,6 +144,15 @@ class Upstream:
             f"{self.url}/_sandbox/mutate", json=counts, headers=headers, timeout=300
         )
         answer.raise_for_status()
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """A process's CPU time so far (user + system); None once it is gone."""
+    fields = proc_stat(pid)
+    if fields is None:
+        return None
+    # utime and stime: fields 14 and 15 of proc(5), items 11 and 12 here.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
