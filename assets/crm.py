@@ -41,9 +41,11 @@ DETAIL_BATCH = 10_000
 # Lead-list pages are committed this many leads at a time, for the same reason: a medium full
 # sync's lead step took 7.9 s at a page (1,000 leads) a transaction.
 LEADS_PER_COMMIT = 10_000
-# Workers fetching details, per request the client keeps in flight: more than one, so the
-# slots stay busy while some workers wait out a retry's back-off.
-DETAIL_WORKERS_PER_SLOT = 4
+# Workers fetching details, per request the client keeps in flight. Spare workers would keep
+# every slot busy while one waits out a retry's back-off, but each freed slot then wakes a
+# waiting worker: with four per slot the client spent 5 % more CPU per detail than with one
+# (bench/client_cost.py), and a healthy upstream never makes a worker back off.
+DETAIL_WORKERS_PER_SLOT = 1
 # A lead detail as fetched: the id it was requested by, and the answer (None: a 404).
 FetchedDetail = tuple[str, Record | None]
 # A lead-list page held for commit: its leads, and the cursor after it (None: a re-read page,
@@ -268,7 +270,7 @@ def crm_leads(
     )
 
 
-async def _fetch_details(client: UpstreamClient, ids: list[str]) -> list[FetchedDetail]:
+async def fetch_details(client: UpstreamClient, ids: list[str]) -> list[FetchedDetail]:
     """Fetch lead details concurrently (the client bounds requests in flight), each paired
     with the id it was requested by."""
 
@@ -338,7 +340,7 @@ def crm_lead_details(
         async def drain(client: UpstreamClient) -> int:
             await fetch_and_store(
                 [queued[i : i + DETAIL_BATCH] for i in range(0, len(queued), DETAIL_BATCH)],
-                lambda ids: _fetch_details(client, ids),
+                lambda ids: fetch_details(client, ids),
                 lambda details: _store_details(con, details, drift),
             )
             return len(queued)
