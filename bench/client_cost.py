@@ -5,13 +5,14 @@
 A reference, with no target. It starts the sandbox (and moto) as the suite does, reads the
 lead ids from the lead list, then fetches their details in chunks of 2,000, each chunk twice:
 once as the ``crm_lead_details`` step fetches them (``assets.crm.fetch_details``, on the
-sync's ``UpstreamClient``) and once with bare aiohttp as the aiohttp floor uses it (one
-session, 8 connections, 8 workers, each body parsed). The two alternate, which goes first
-changing every chunk, so the machine's drift falls on both alike.
+sync's ``UpstreamClient``) and once with bare aiohttp: one session, 8 connections, 8 workers,
+every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). The
+two alternate, which goes first changing every chunk, so the machine's drift falls on both
+alike.
 
 The figure is the CPU time of the thread running the event loop: the client is bound by its
 own CPU on this path, and CPU time is steadier than wall time on a shared machine. The ratio
-says how much of the aiohttp floor's per-request cost the client adds on top.
+says how much ductwork's client adds to aiohttp's own cost per request.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ async def lead_ids(url: str, most: int) -> list[str]:
 
 
 def bare_aiohttp(session: aiohttp.ClientSession, url: str) -> Fetch:
-    """Fetch details as the aiohttp floor does: a worker per connection, every body parsed."""
+    """Fetch details with aiohttp alone: a worker per connection, every body parsed."""
     auth = {"Authorization": f"Bearer {KEY}"}
 
     async def one(lead_id: str) -> object:
