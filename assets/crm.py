@@ -43,9 +43,9 @@ DETAIL_BATCH = 10_000
 LEADS_PER_COMMIT = 10_000
 # Workers fetching details, per request the client keeps in flight. Spare workers would keep
 # every slot busy while one waits out a retry's back-off, but each freed slot then wakes a
-# waiting worker: measured against bare aiohttp as bench/client_cost.py does, four per slot
-# cost the client 4 to 5 % more CPU per detail than one. A healthy upstream makes no worker
-# back off, and a struggling one is better asked less.
+# waiting worker: four per slot cost the client about 5 % more CPU per detail than one
+# (`bench.client_cost --workers-per-slot 1 4`, the median of three runs). A healthy upstream
+# makes no worker back off, and a struggling one is better asked less.
 DETAIL_WORKERS_PER_SLOT = 1
 # A lead detail as fetched: the id it was requested by, and the answer (None: a 404).
 FetchedDetail = tuple[str, Record | None]

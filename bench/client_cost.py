@@ -1,14 +1,16 @@
 """What ductwork's HTTP client costs per request, against bare aiohttp fetching the same.
 
     uv run --frozen --group bench python -m bench.client_cost [--scale medium] [--chunks 30]
+        [--workers-per-slot 1 4]
 
 A reference, with no target. It starts the sandbox (and moto) as the suite does, reads the
 lead ids from the lead list, then fetches their details in chunks of 2,000, each chunk twice:
 once as the ``crm_lead_details`` step fetches them (``assets.crm.fetch_details``, on the
 sync's ``UpstreamClient``) and once with bare aiohttp: one session, 8 connections, 8 workers,
-every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). The
-two alternate, which goes first changing every chunk, so the machine's drift falls on both
-alike.
+every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). With
+``--workers-per-slot``, the step's way runs once per value of ``DETAIL_WORKERS_PER_SLOT``
+given. The ways take turns on every chunk, in an order reversed every other chunk, so the
+machine's drift falls on all alike.
 
 The figure is the CPU time of the thread running the event loop: the client is bound by its
 own CPU on this path, and CPU time is steadier than wall time on a shared machine. The ratio
@@ -28,7 +30,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from assets.crm import fetch_details
+from assets import crm
 from bench.suite import KEY, ROOT, prepare_children_environment, start_object_store, upstream
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import LEADS
@@ -67,18 +69,29 @@ def bare_aiohttp(session: aiohttp.ClientSession, url: str) -> Fetch:
     return lambda ids: map_bounded(one, ids, IN_FLIGHT)
 
 
-async def compare(url: str, ids: list[str], chunks: int) -> dict[str, list[float]]:
+def as_the_step(client: UpstreamClient, workers_per_slot: int) -> Fetch:
+    """Fetch details as ``crm_lead_details`` does, with ``workers_per_slot`` workers per slot."""
+
+    async def fetch(ids: list[str]) -> object:
+        crm.DETAIL_WORKERS_PER_SLOT = workers_per_slot
+        return await crm.fetch_details(client, ids)
+
+    return fetch
+
+
+async def compare(
+    url: str, ids: list[str], chunks: int, workers_per_slot: list[int]
+) -> dict[str, list[float]]:
     """CPU seconds of the event loop's thread per chunk, for each way of fetching."""
-    seconds: dict[str, list[float]] = {"bare aiohttp": [], "ductwork": []}
     connector = aiohttp.TCPConnector(limit=IN_FLIGHT)
     async with (
         aiohttp.ClientSession(connector=connector, headers={"Accept": "application/json"}) as s,
         UpstreamClient(url, KEY, concurrency=IN_FLIGHT) as client,
     ):
-        ways: dict[str, Fetch] = {
-            "bare aiohttp": bare_aiohttp(s, url),
-            "ductwork": lambda part: fetch_details(client, part),
-        }
+        ways: dict[str, Fetch] = {"bare aiohttp": bare_aiohttp(s, url)}
+        for workers in workers_per_slot:
+            ways[f"ductwork, {workers} per slot"] = as_the_step(client, workers)
+        seconds: dict[str, list[float]] = {name: [] for name in ways}
         for n in range(chunks):
             start = (n * CHUNK) % max(1, len(ids) - CHUNK + 1)
             part = ids[start : start + CHUNK]
@@ -94,6 +107,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", default="medium")
     parser.add_argument("--chunks", type=int, default=30, help="chunks of 2,000 details")
+    parser.add_argument(
+        "--workers-per-slot",
+        type=int,
+        nargs="+",
+        default=[crm.DETAIL_WORKERS_PER_SLOT],
+        help="detail workers per request slot, one way each (default: the step's own)",
+    )
     options = parser.parse_args()
     os.chdir(ROOT)
     prepare_children_environment()
@@ -101,7 +121,7 @@ def main() -> None:
         s3_url = start_object_store(group)
         with upstream(options.scale, group, s3_url) as up:
             ids = asyncio.run(lead_ids(up.url, 10 * CHUNK))
-            seconds = asyncio.run(compare(up.url, ids, options.chunks))
+            seconds = asyncio.run(compare(up.url, ids, options.chunks, options.workers_per_slot))
     requests = options.chunks * min(CHUNK, len(ids))
     base = sum(seconds["bare aiohttp"])
     print(f"Lead details at {options.scale}, {options.chunks} chunks, {requests:,} requests "
