@@ -4,13 +4,13 @@
         [--workers-per-slot 1 4]
 
 A reference, with no target. It starts the sandbox (and moto) as the suite does, reads the
-lead ids from the lead list, then fetches their details in chunks of 2,000, each chunk twice:
-once as the ``crm_lead_details`` step fetches them (``assets.crm.fetch_details``, on the
-sync's ``UpstreamClient``) and once with bare aiohttp: one session, 8 connections, 8 workers,
-every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). With
-``--workers-per-slot``, the step's way runs once per value of ``DETAIL_WORKERS_PER_SLOT``
-given. The ways take turns on every chunk, in an order reversed every other chunk, so the
-machine's drift falls on all alike.
+lead ids from the lead list, then fetches their details in chunks of 2,000, each chunk once
+per way: as the ``crm_lead_details`` step fetches them (``assets.crm.fetch_details``, on the
+sync's ``UpstreamClient``), and with bare aiohttp: one session, 8 connections, 8 workers,
+every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). The
+step's way runs once per value of ``DETAIL_WORKERS_PER_SLOT`` that ``--workers-per-slot``
+gives (by default, the step's own). The ways take turns on every chunk, in an order reversed
+every other chunk, so the machine's drift falls on all alike.
 
 The figure is the CPU time of the thread running the event loop: the client is bound by its
 own CPU on this path, and CPU time is steadier than wall time on a shared machine. The ratio
