@@ -271,9 +271,11 @@ def crm_leads(
     )
 
 
-async def fetch_details(client: UpstreamClient, ids: list[str]) -> list[FetchedDetail]:
+async def fetch_details(
+    client: UpstreamClient, ids: list[str], workers_per_slot: int = DETAIL_WORKERS_PER_SLOT
+) -> list[FetchedDetail]:
     """Fetch lead details concurrently (the client bounds requests in flight), each paired
-    with the id it was requested by."""
+    with the id it was requested by; ``workers_per_slot`` is for measuring other settings."""
 
     async def one(lead_id: str) -> FetchedDetail:
         answer = await client.get(
@@ -281,7 +283,7 @@ async def fetch_details(client: UpstreamClient, ids: list[str]) -> list[FetchedD
         )
         return (lead_id, None if answer.status == 404 else answer.json())
 
-    return await map_bounded(one, ids, DETAIL_WORKERS_PER_SLOT * client.concurrency)
+    return await map_bounded(one, ids, workers_per_slot * client.concurrency)
 
 
 def _store_details(

@@ -8,9 +8,9 @@ lead ids from the lead list, then fetches their details in chunks of 2,000, each
 per way: as the ``crm_lead_details`` step fetches them (``assets.crm.fetch_details``, on the
 sync's ``UpstreamClient``), and with bare aiohttp: one session, 8 connections, 8 workers,
 every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). The
-step's way runs once per value of ``DETAIL_WORKERS_PER_SLOT`` that ``--workers-per-slot``
-gives (by default, the step's own). The ways take turns on every chunk, in an order reversed
-every other chunk, so the machine's drift falls on all alike.
+step's way runs once per number of detail workers per slot that ``--workers-per-slot`` gives
+(by default, the step's own ``DETAIL_WORKERS_PER_SLOT``). The ways take turns on every chunk,
+in an order reversed every other chunk, so the machine's drift falls on all alike.
 
 The figure is the CPU time of the thread running the event loop: the client is bound by its
 own CPU on this path, and CPU time is steadier than wall time on a shared machine. The ratio
@@ -72,11 +72,7 @@ def bare_aiohttp(session: aiohttp.ClientSession, url: str) -> Fetch:
 def as_the_step(client: UpstreamClient, workers_per_slot: int) -> Fetch:
     """Fetch details as ``crm_lead_details`` does, with ``workers_per_slot`` workers per slot."""
 
-    async def fetch(ids: list[str]) -> object:
-        crm.DETAIL_WORKERS_PER_SLOT = workers_per_slot
-        return await crm.fetch_details(client, ids)
-
-    return fetch
+    return lambda ids: crm.fetch_details(client, ids, workers_per_slot)
 
 
 async def compare(
