@@ -15,13 +15,14 @@ WITH last AS (
 )
 SELECT
     a.asset_id, a.sku, a.asset_type, a.title, a.url, a.mime_type, a.language,
-    a.file_size_bytes, a.updated_at,
-    md5(a.record::VARCHAR) AS record_hash,
+    a.file_size_bytes, a.updated_at, a.record_hash,
     greatest(least(coalesce(a.updated_at, now()), now()), last.last_from, last.last_to)
         AS change_at
-FROM applied_assets AS a
+-- Each record is hashed once here: written in the filter and again in the select list, the hash
+-- was computed twice per row.
+FROM (SELECT *, md5(record::VARCHAR) AS record_hash FROM applied_assets) AS a
 LEFT JOIN last ON last.asset_id = a.asset_id
-WHERE last.current_hash IS DISTINCT FROM md5(a.record::VARCHAR);
+WHERE last.current_hash IS DISTINCT FROM a.record_hash;
 
 UPDATE digital_asset_history AS h SET valid_to = v.change_at, is_current = false
 FROM asset_versions AS v
