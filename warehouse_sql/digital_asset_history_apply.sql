@@ -18,8 +18,8 @@ SELECT
     a.file_size_bytes, a.updated_at, a.record_hash,
     greatest(least(coalesce(a.updated_at, now()), now()), last.last_from, last.last_to)
         AS change_at
--- Each record is hashed once here: written in the filter and again in the select list, the hash
--- was computed twice per row.
+-- Hashed once per row, here: the filter and the select list both use the hash, and DuckDB
+-- computes an expression written out in each of them twice.
 FROM (SELECT *, md5(record::VARCHAR) AS record_hash FROM applied_assets) AS a
 LEFT JOIN last ON last.asset_id = a.asset_id
 WHERE last.current_hash IS DISTINCT FROM a.record_hash;
