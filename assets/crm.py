@@ -351,7 +351,7 @@ def crm_lead_details(
             return len(queued)
 
         # The fetch waits on the upstream for most of the step: what the earlier steps wrote is
-        # checkpointed beside it (see ductwork.store.checkpoints), not in the publish.
+        # checkpointed beside it (see ductwork.store.checkpoints) instead of in the publish.
         with checkpoint_in_background(con) if queued else nullcontext():
             fetched = fetch(upstream, drain)
         total, missing = con.execute(

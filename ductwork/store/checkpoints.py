@@ -4,8 +4,8 @@ beside the one step that mostly waits on the network.
 DuckDB commits a write to the write-ahead log, and the first commit that leaves the log past
 ``checkpoint_threshold`` (16 MB by default) rewrites the changed parts of the database file
 before it returns. With the default, every third 10,000-row commit of the digital assets
-checkpointed: 2.9 s of that step's 13.4 s in a medium sync, on the one core the step keeps
-busy. Raised, those steps only append to the log, and the lead details, which wait on the
+checkpointed: 2.9 s of that step's 13.4 s in a profiled medium sync, on the one core the step
+keeps busy. Raised, those steps only append to the log, and the lead details, which wait on the
 upstream for most of their step, checkpoint what the earlier steps wrote on a second
 connection while they fetch. The publish's own checkpoint then writes only what came after.
 """
@@ -18,9 +18,9 @@ from contextlib import contextmanager
 
 import duckdb
 
-# Far above what a medium sync's steps write before the lead details (a few hundred MB), so
-# they commit without checkpointing; a larger warehouse still checkpoints past it, bounding the
-# log and what a restart after a crash replays.
+# Far above what a medium sync's steps write before the lead details (the log peaked at 249 MB),
+# so they commit without checkpointing; a larger warehouse still checkpoints past it, which
+# bounds the log and what a restart after a crash replays.
 CHECKPOINT_THRESHOLD = "1GB"
 
 
