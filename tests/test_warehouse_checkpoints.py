@@ -1,4 +1,5 @@
-"""When the warehouse checkpoints: not in the sync's commits, and beside the lead details' fetch.
+"""When the warehouse checkpoints: not in the commits of a connection the sync set up, and on a
+second connection beside a block (the lead details' fetch, in the sync).
 
 Real DuckDB files. A checkpoint is seen from outside, as the write-ahead log it empties.
 """
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import duckdb
 
-from ductwork.store.checkpoints import checkpoint_in_background, defer_checkpoints
+from ductwork.snapshots import write_ahead_log
+from ductwork.store.checkpoints import checkpoint_in_background
+from ductwork.store.loading import prepare_connection
 
 BATCH_ROWS = 10_000  # far below a row group, so each insert goes through the log
 BATCHES = 12  # about 24 MB of log in all: past DuckDB's default threshold of 16 MB
@@ -29,14 +32,16 @@ def commit_batches(con: duckdb.DuckDBPyConnection, first: int, batches: int) -> 
 
 def log_size(database: Path) -> int:
     """Bytes in the database's write-ahead log (0 when it has none)."""
-    log = database.with_name(database.name + ".wal")
+    log = write_ahead_log(database)
     return log.stat().st_size if log.exists() else 0
 
 
-def new_warehouse(database: Path, *, deferred: bool) -> duckdb.DuckDBPyConnection:
+def new_warehouse(database: Path, *, as_the_sync: bool) -> duckdb.DuckDBPyConnection:
+    """A warehouse with an empty table ``written``, its connection set up as the sync sets up
+    its own (``as_the_sync``) or left with DuckDB's defaults."""
     con = duckdb.connect(str(database))
-    if deferred:
-        defer_checkpoints(con)
+    if as_the_sync:
+        prepare_connection(con)
     con.execute("CREATE TABLE written (i BIGINT, text VARCHAR)")
     con.execute("CHECKPOINT")
     return con
@@ -45,8 +50,8 @@ def new_warehouse(database: Path, *, deferred: bool) -> duckdb.DuckDBPyConnectio
 def test_the_sync_s_commits_grow_the_log_past_duckdb_s_default_threshold_without_checkpointing(
     tmp_path: Path,
 ) -> None:
-    default = new_warehouse(tmp_path / "default.duckdb", deferred=False)
-    deferred = new_warehouse(tmp_path / "deferred.duckdb", deferred=True)
+    default = new_warehouse(tmp_path / "default.duckdb", as_the_sync=False)
+    deferred = new_warehouse(tmp_path / "deferred.duckdb", as_the_sync=True)
 
     commit_batches(default, 0, BATCHES)
     commit_batches(deferred, 0, BATCHES)
@@ -62,7 +67,7 @@ def test_a_checkpoint_beside_a_block_empties_the_log_while_the_block_s_commits_l
     tmp_path: Path,
 ) -> None:
     database = tmp_path / "warehouse.duckdb"
-    con = new_warehouse(database, deferred=True)
+    con = new_warehouse(database, as_the_sync=True)
     commit_batches(con, 0, BATCHES)
     before = log_size(database)
 
