@@ -1,6 +1,5 @@
 """CRM family assets: the lead list (cursor paging) and the lead details."""
 
-from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -24,7 +23,6 @@ from ductwork.contract.encoding import quote_sku as quote_segment
 from ductwork.contract.paths import LEADS
 from ductwork.settings import SyncSettings, load
 from ductwork.store.bookmarks import read_bookmark, resume_from, write_bookmark
-from ductwork.store.checkpoints import checkpoint_in_background
 from ductwork.store.columns import Columns
 from ductwork.store.loading import Record, rows_table, text_or_none, timestamp_or_none
 from ductwork.upstream.bounded_map import map_bounded
@@ -350,10 +348,7 @@ def crm_lead_details(
             )
             return len(queued)
 
-        # The fetch waits on the upstream for most of the step: what the earlier steps wrote is
-        # checkpointed beside it (see ductwork.store.checkpoints) instead of in the publish.
-        with checkpoint_in_background(con) if queued else nullcontext():
-            fetched = fetch(upstream, drain)
+        fetched = fetch(upstream, drain)
         total, missing = con.execute(
             "SELECT count(*), count(*) FILTER (NOT found) FROM lead_details"
         ).fetchall()[0]

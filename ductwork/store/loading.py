@@ -15,7 +15,6 @@ import duckdb
 from ductwork.contract.encoding import dumps, parse_received_datetime
 from ductwork.settings import SyncSettings, load
 from ductwork.store.bookmarks import read_bookmark, write_bookmark
-from ductwork.store.checkpoints import defer_checkpoints
 from ductwork.store.columns import Columns
 from ductwork.upstream.schema_drift import RecordShape
 from warehouse_sql import BOOKKEEPING_REBUILD_FILES, read_sql, schema_sql
@@ -238,11 +237,9 @@ def _rebuild_keyed_bookkeeping(con: duckdb.DuckDBPyConnection, ddl: str) -> list
 
 
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
-    """Set the sync's memory limit and checkpoint threshold, and put every table of the schema
-    in place."""
+    """Set the sync's memory limit and put every table of the schema in place."""
     # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a fixed
     # limit keeps the sync's memory flat as data grows (the setting's pattern admits nothing
     # but a number and a unit, so it is safe to place in the statement).
     con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
-    defer_checkpoints(con)
     _ensure_schema(con)
