@@ -12,9 +12,12 @@ import logging
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import dagster as dg
+
+if TYPE_CHECKING:
+    from dagster._utils.error import SerializableErrorInfo
 
 INTERRUPTED = {"RunInterrupted", "DagsterExecutionInterruptedError", "KeyboardInterrupt"}
 # Metadata entries that count rows a run wrote or deleted, by the assets that report them.
@@ -118,8 +121,7 @@ class ProgressHandler(logging.Handler):
             if error is not None and error.cls_name in INTERRUPTED:
                 self._print(f"  --  {step} stopped (interrupted)")
                 return
-            reason = error.message.strip().splitlines()[0] if error else "failed"
-            self._print(f"  FAILED {step}: {reason}")
+            self._print(f"  FAILED {step}: {failure_reason(error)}")
         elif event.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE:
             error = getattr(event.event_specific_data, "error", None)
             reason = error.message.strip().splitlines()[-1] if error else "failed"
@@ -129,6 +131,25 @@ class ProgressHandler(logging.Handler):
 
     def _print(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
+
+
+def failure_reason(error: SerializableErrorInfo | None) -> str:
+    """The first line of the error that made a step fail, not of Dagster's wrapper around it
+    ("Error occurred while executing op"), with the retry policy's verdict when it gave up."""
+    if error is None:
+        return "failed"
+    cause = error
+    while cause.cause is not None:
+        cause = cause.cause
+    reason = _first_line(cause.message) or _first_line(error.message) or error.cls_name
+    if error.cls_name == "RetryRequestedFromPolicy" and cause is not error:
+        reason += f" ({_first_line(error.message)})"
+    return reason
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
 
 
 @dg.logger(description="One line per finished step; what `ductwork sync` prints.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.run_progress import StepLine, rows_changed, snapshot_line
+from pipelines.run_progress import StepLine, failure_reason, rows_changed, snapshot_line
 
 
 def test_a_list_stored_whole_counts_as_changed_only_when_its_content_changed() -> None:
@@ -35,3 +35,36 @@ def test_the_publish_reports_whether_its_snapshot_is_new_or_confirmed() -> None:
     assert new == "version v2 (new)"
     assert same == "version v1 (confirmed, nothing changed)"
     assert snapshot_line("pairings", {"version": "v1"}) is None
+
+
+def step_failure_error(asset: dg.AssetsDefinition) -> object:
+    """The error of the step failure a run of ``asset`` reports (an in-memory instance: this
+    checks the wording of the line, not a run on disk)."""
+    result = dg.materialize([asset], raise_on_error=False)
+    (failure,) = [
+        event for event in result.all_events
+        if event.event_type == dg.DagsterEventType.STEP_FAILURE
+    ]  # fmt: skip
+    return failure.step_failure_data.error
+
+
+@dg.asset
+def fails_once() -> None:
+    raise ValueError("the upstream answered 200 with no body")
+
+
+@dg.asset(retry_policy=dg.RetryPolicy(max_retries=1))
+def fails_after_its_retry() -> None:
+    raise ValueError("failed to pin block of size 256.0 KiB")
+
+
+def test_a_failed_step_s_line_names_the_error_raised_not_dagster_s_wrapper() -> None:
+    assert failure_reason(step_failure_error(fails_once)) == (
+        "ValueError: the upstream answered 200 with no body"
+    )
+
+
+def test_a_step_that_used_up_its_retries_names_the_last_error_and_the_retries() -> None:
+    assert failure_reason(step_failure_error(fails_after_its_retry)) == (
+        "ValueError: failed to pin block of size 256.0 KiB (Exceeded max_retries of 1)"
+    )
