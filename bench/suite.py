@@ -58,6 +58,7 @@ BUCKET = "ductwork-bench"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 GIB = 1024**3
+FAILED_CHILD_LINES = 20  # of a failed child's output, shown in the suite's error
 MIB = 1024**2
 
 
@@ -89,6 +90,7 @@ def measured(
         open(log, "ab") as errors,
         tempfile.NamedTemporaryFile(prefix="rusage-", suffix=".json") as usage_file,
     ):
+        logged_before = errors.tell()
         child = subprocess.Popen(
             [sys.executable, "-I", str(HERE / "rusage_of.py"), usage_file.name, *command],
             stdout=subprocess.PIPE,
@@ -99,12 +101,25 @@ def measured(
         assert child.stdout is not None
         out = child.stdout.read()
         if child.wait() != 0:
-            raise RuntimeError(f"{' '.join(command[:6])} failed ({child.returncode}); see {log}")
+            # The log sits in the suite's temporary folder, gone once the suite stops: what
+            # the child printed last, on either stream, goes into the error.
+            with open(log, "rb") as written:
+                written.seek(logged_before)
+                said = [tail(out), tail(written.read())]
+            raise RuntimeError(
+                f"{' '.join(command[:6])} failed ({child.returncode}); it printed last:\n"
+                + "\n".join(part for part in said if part)
+            )
         usage = json.loads(Path(usage_file.name).read_text(encoding="utf-8"))
     text = out.decode()
     lines = [line for line in text.splitlines() if line.startswith("{")]
     report = json.loads(lines[-1]) if lines else {}
     return Measured(usage["seconds"], usage["peak_rss"], report, text, usage["cpu_s"])
+
+
+def tail(output: bytes) -> str:
+    """The last ``FAILED_CHILD_LINES`` lines of a child's output."""
+    return "\n".join(output.decode(errors="replace").strip().splitlines()[-FAILED_CHILD_LINES:])
 
 
 @dataclass(frozen=True)
