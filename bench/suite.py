@@ -58,8 +58,8 @@ BUCKET = "ductwork-bench"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 GIB = 1024**3
-FAILED_CHILD_LINES = 20  # of a failed child's output, shown in the suite's error
 MIB = 1024**2
+FAILED_CHILD_LINES = 20  # of a failed child's output, shown in the suite's error
 
 
 # ----------------------------------------------------------------------------- measuring

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dagster as dg
+from dagster._utils.error import SerializableErrorInfo
 
 from pipelines.run_progress import StepLine, failure_reason, rows_changed, snapshot_line
 
@@ -37,7 +38,7 @@ def test_the_publish_reports_whether_its_snapshot_is_new_or_confirmed() -> None:
     assert snapshot_line("pairings", {"version": "v1"}) is None
 
 
-def step_failure_error(asset: dg.AssetsDefinition) -> object:
+def step_failure_error(asset: dg.AssetsDefinition) -> SerializableErrorInfo | None:
     """The error of the step failure a run of ``asset`` reports (an in-memory instance: this
     checks the wording of the line, not a run on disk)."""
     result = dg.materialize([asset], raise_on_error=False)
