@@ -13,7 +13,7 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from assets.crm import _store_leads
+from assets.crm import _store_leads, queued_lead_ids
 from assets.resources import Warehouse, open_warehouse
 
 PROBE = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close()"
@@ -83,3 +83,24 @@ def test_a_lead_whose_created_date_moved_is_updated_in_place_and_versioned(
     assert stored == [("L1", july), ("L2", june)]
     assert versions == [("L1", 2), ("L2", 1)]
     assert queued == 2  # neither has details yet
+
+
+def test_lead_details_are_drained_in_the_order_their_leads_were_queued_not_by_id(
+    tmp_path: Path,
+) -> None:
+    """Each page's history versions are written together; draining the queue page by page
+    keeps a batch of details on the versions of a few pages instead of all of them."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    january, june = (f"2025-{m}-01T00:00:00.000Z" for m in ("01", "06"))
+    first_page = [lead("L9", january), lead("L5", january)]
+    second_page = [lead("L1", june), lead("L7", june)]
+    with open_warehouse(resource) as con:
+        _store_leads(con, first_page, None)
+        _store_leads(con, second_page, None)
+        con.execute("DELETE FROM lead_detail_queue WHERE id = 'L5'")
+        _store_leads(con, [lead("L3", june)], None)
+        order = queued_lead_ids(con)
+
+    assert set(order[:1]) == {"L9"}
+    assert set(order[1:3]) == {"L1", "L7"}
+    assert order[3:] == ["L3"]
