@@ -1,4 +1,6 @@
-"""How a run holds the working warehouse, and how a page of leads is compared with it.
+"""How a run holds the working warehouse, how a page of leads is compared with it, and in
+which order and form the sync's bookkeeping tables (the detail queue, a walk's listed ids) are
+kept.
 
 Real DuckDB files; the lock is probed from another process, as any other reader would meet it.
 """
@@ -14,7 +16,10 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 
 from assets.crm import _store_leads, queued_lead_ids
+from assets.digital_assets import _walk_saw_everything
 from assets.resources import Warehouse, open_warehouse
+from ductwork.upstream.digital_asset_walk import PageWalkProgress
+from warehouse_sql import read_sql
 
 PROBE = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close()"
 
@@ -104,3 +109,21 @@ def test_lead_details_are_drained_in_the_order_their_leads_were_queued_not_by_id
     assert set(order[:1]) == {"L9"}
     assert set(order[1:3]) == {"L1", "L7"}
     assert order[3:] == ["L3"]
+
+
+def test_a_page_walk_that_listed_an_asset_twice_still_saw_every_asset_once(
+    tmp_path: Path,
+) -> None:
+    """Listed ids are stored without looking for earlier copies (that look scanned the whole
+    table for every page); the walk's check counts each asset once."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    with open_warehouse(resource) as con:
+        # DA-2's updatedAt moved while the walk went on: the next page lists it again.
+        for page in (["DA-1", "DA-2"], ["DA-3", "DA-2"]):
+            con.execute(read_sql("digital_asset_walk_ids_add"), [page])
+        rows = con.execute("SELECT count(*) FROM digital_asset_walk_ids").fetchall()[0][0]
+        saw_three = _walk_saw_everything(con, PageWalkProgress(None, 2, {3}))
+        saw_four = _walk_saw_everything(con, PageWalkProgress(None, 2, {4}))
+
+    assert rows == 4
+    assert saw_three and not saw_four

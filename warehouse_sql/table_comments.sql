@@ -204,5 +204,5 @@ COMMENT ON TABLE stream_state IS 'Bookmarks of incremental streams, and digests 
 COMMENT ON COLUMN stream_state.stream IS 'Stream (asset) name.';
 COMMENT ON COLUMN stream_state.bookmark IS 'Where the next incremental run resumes, or a whole list''s digest (of its raw page bodies) and row count (JSON).';
 COMMENT ON COLUMN stream_state.updated_at IS 'When the bookmark moved.';
-COMMENT ON TABLE digital_asset_walk_ids IS 'Asset ids listed so far by an unfinished digital-asset page walk; emptied when the walk ends.';
+COMMENT ON TABLE digital_asset_walk_ids IS 'Asset ids listed so far by an unfinished digital-asset page walk (an id listed twice appears twice); emptied when the walk ends.';
 COMMENT ON COLUMN digital_asset_walk_ids.asset_id IS 'assetId listed by the walk in progress.';
