@@ -1,6 +1,6 @@
-"""How a run holds the working warehouse, how a page of leads is compared with it, and in
-which order and form the sync's bookkeeping tables (the detail queue, a walk's listed ids) are
-kept.
+"""How a run holds the working warehouse, how pages of leads and batches of assets are written
+to it, and in which order and form the sync's bookkeeping tables (the detail queue, a walk's
+listed ids) are kept.
 
 Real DuckDB files; the lock is probed from another process, as any other reader would meet it.
 """
@@ -16,7 +16,7 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 
 from assets.crm import _store_leads, queued_lead_ids
-from assets.digital_assets import _walk_saw_everything
+from assets.digital_assets import _upsert, _walk_saw_everything
 from assets.resources import Warehouse, open_warehouse
 from ductwork.upstream.digital_asset_walk import PageWalkProgress
 from warehouse_sql import read_sql
@@ -127,3 +127,30 @@ def test_a_page_walk_that_listed_an_asset_twice_still_saw_every_asset_once(
 
     assert rows == 4
     assert saw_three and not saw_four
+
+
+def asset(asset_id: str, updated: str, title: str) -> dict[str, str]:
+    return {"assetId": asset_id, "title": title, "updatedAt": updated}
+
+
+def test_a_batch_mixing_new_and_stored_assets_replaces_and_versions_only_the_stored_ones(
+    tmp_path: Path,
+) -> None:
+    """A batch of new assets skips the replace and the history lookups; a stored asset in the
+    same batch is still replaced once and its current version closed."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    march, april = (f"2025-{m}-01T00:00:00.000Z" for m in ("03", "04"))
+    with open_warehouse(resource) as con:
+        _upsert(con, [asset("DA-1", march, "first")], None)
+        _upsert(con, [asset("DA-1", april, "second"), asset("DA-2", april, "new")], None)
+        stored = con.execute("SELECT asset_id, title FROM digital_assets ORDER BY 1").fetchall()
+        versions = con.execute(
+            "SELECT asset_id, title, is_current FROM digital_asset_history ORDER BY 1, valid_from"
+        ).fetchall()
+
+    assert stored == [("DA-1", "second"), ("DA-2", "new")]
+    assert versions == [
+        ("DA-1", "first", False),
+        ("DA-1", "second", True),
+        ("DA-2", "new", True),
+    ]

@@ -10,12 +10,12 @@ WITH last AS (
         max(valid_to) AS last_to,
         any_value(record_hash) FILTER (WHERE is_current) AS current_hash
     FROM digital_asset_history
-    WHERE asset_id IN (SELECT asset_id FROM applied_assets)
+    WHERE asset_id IN (SELECT asset_id FROM applied_assets WHERE was_stored)
     GROUP BY asset_id
 )
 SELECT
     a.asset_id, a.sku, a.asset_type, a.title, a.url, a.mime_type, a.language,
-    a.file_size_bytes, a.updated_at, a.record_hash,
+    a.file_size_bytes, a.updated_at, a.record_hash, a.was_stored,
     greatest(least(coalesce(a.updated_at, now()), now()), last.last_from, last.last_to)
         AS change_at
 -- Hashed once per row, here: the filter and the select list both use the hash, and DuckDB
@@ -25,7 +25,7 @@ LEFT JOIN last ON last.asset_id = a.asset_id
 WHERE last.current_hash IS DISTINCT FROM a.record_hash;
 
 UPDATE digital_asset_history AS h SET valid_to = v.change_at, is_current = false
-FROM asset_versions AS v
+FROM (SELECT * FROM asset_versions WHERE was_stored) AS v
 WHERE h.asset_id = v.asset_id AND h.is_current;
 
 INSERT INTO digital_asset_history BY NAME
