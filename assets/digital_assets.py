@@ -168,9 +168,8 @@ def _walk_saw_everything(con: duckdb.DuckDBPyConnection, progress: PageWalkProgr
     exactly that many distinct assets listed."""
     if len(progress.totals) > 1:
         return False
-    listed = con.execute("SELECT count(DISTINCT asset_id) FROM digital_asset_walk_ids").fetchall()[
-        0
-    ][0]
+    distinct_ids = "SELECT count(DISTINCT asset_id) FROM digital_asset_walk_ids"
+    listed = con.execute(distinct_ids).fetchall()[0][0]
     return listed == next(iter(progress.totals), 0)
 
 

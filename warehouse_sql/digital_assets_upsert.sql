@@ -5,10 +5,11 @@
 -- Only the stored ids and updatedAt are read here, never the stored records: comparing whole
 -- stored rows read every record once per batch, which grew a large sync's asset step with the
 -- square of its size.
--- `was_stored` marks the assets that had a stored copy: only those have rows to replace or
--- history to close (both are written only here and in digital_asset_history_apply.sql, in one
--- transaction). A batch of assets new to the mirror, all of a full sync's, then leaves both
--- tables unread instead of scanning them whole once per batch.
+-- `was_stored` marks the assets that had a stored copy: only those have a row to replace or
+-- history to close, since rows of both tables are added only by this upsert and
+-- digital_asset_history_apply.sql, in one transaction, and an asset's row is never removed but
+-- here. A batch of assets new to the mirror, as every batch of a full sync is, then leaves both
+-- tables unread instead of scanning them whole.
 CREATE OR REPLACE TEMP TABLE applied_assets AS
 SELECT i.*, d.asset_id IS NOT NULL AS was_stored
 FROM incoming_rows AS i
