@@ -173,8 +173,8 @@ def test_two_replicas_follow_three_publishes_through_the_store_without_a_failed_
     ):
         replicas: list[RunningApi] = [first, second]
         # Ready means one worker is: the other may still be loading the snapshot (503).
+        version = published_version(publisher)
         for replica in replicas:
-            version = published_version(publisher)
             seconds_until_serving(replica.url, version, time.monotonic(), POLL_S + MARGIN_S)
         clients = [
             threading.Thread(
