@@ -15,10 +15,11 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from assets.crm import _store_leads, queued_lead_ids
+from assets.crm import _store_details, _store_leads, queued_lead_ids
 from assets.digital_assets import _upsert, _walk_saw_everything
 from assets.resources import Warehouse, open_warehouse
 from ductwork.upstream.digital_asset_walk import PageWalkProgress
+from ductwork.upstream.schema_drift import LEAD_DETAIL_RECORD, DriftTally
 from warehouse_sql import read_sql
 
 PROBE = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close()"
@@ -109,6 +110,36 @@ def test_lead_details_are_drained_in_the_order_their_leads_were_queued_not_by_id
     assert order[0] == "L9"
     assert set(order[1:3]) == {"L1", "L7"}  # one page: its order within is the database's
     assert order[3:] == ["L3"]
+
+
+def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_not(
+    tmp_path: Path,
+) -> None:
+    """The history apply reads ``leads`` only between the earliest and latest CreatedDate
+    stored for the batch's leads, and the leads without one. A batch of details naming the
+    earliest lead, the latest, one between and one without a date completes all four."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    undated = {"Id": "L4", "Status": "Open", "Name": "L4"}
+    dates = ("2019-03-01", "2021-07-01", "2025-11-01")
+    leads = [lead(f"L{n}", f"{day}T00:00:00.000Z") for n, day in enumerate(dates, 1)]
+    with open_warehouse(resource) as con:
+        _store_leads(con, [lead("L0", "2018-01-01T00:00:00.000Z")], None)  # outside the batch
+        _store_leads(con, [*leads, undated], None)
+        details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3)] + [("L4", None)]
+        _store_details(con, details, DriftTally(LEAD_DETAIL_RECORD))
+        current = con.execute(
+            "SELECT id, detail_found, detail_status FROM lead_history WHERE is_current ORDER BY id"
+        ).fetchall()
+        versions = con.execute("SELECT count(*) FROM lead_history").fetchall()[0][0]
+
+    assert current == [
+        ("L0", None, None),
+        ("L1", True, "Qualified"),
+        ("L2", True, "Qualified"),
+        ("L3", True, "Qualified"),
+        ("L4", False, None),
+    ]
+    assert versions == 5  # completed in place: first details are not a change
 
 
 def test_a_page_walk_that_listed_an_asset_twice_still_saw_every_asset_once(
