@@ -23,6 +23,13 @@ def _steps_slowest_first(runs: Sequence[SyncRun]) -> list[str]:
     return sorted(names, key=lambda name: -_median(run.steps.get(name, 0) for run in runs))
 
 
+def _generator_share(runs: list[dict[str, float]]) -> str:
+    """The median share of its wall time the paced generator spent on a CPU (``-`` for runs
+    that did not report it)."""
+    shares = [r["cpu_s"] / r["wall_s"] for r in runs if r.get("cpu_s") and r.get("wall_s")]
+    return f"{_median(shares):.0%}" if shares else "-"
+
+
 def _median(values: Iterable[float]) -> float:
     values = list(values)
     return statistics.median(values) if values else float("nan")
@@ -357,7 +364,10 @@ class Report:
             "`bench/open_loop.py`: request *i* is due at *start + i / rate* whatever happened "
             "to those before it, and its latency runs from that due time, so waiting for a "
             "connection or behind a stalled answer counts (the coordinated-omission correction "
-            f"plain `wrk` leaves out; {self.options.wrk_connections} keep-alive connections). "
+            f"plain `wrk` leaves out; {self.options.wrk_connections} keep-alive connections, "
+            "taking turns). Between sends it sleeps until the next request is due, 1 ms at the "
+            "least (uvloop's timers count whole milliseconds); a request sent late still counts "
+            "from its due time. Its own CPU share is the last column. "
             "Run with the generator sharing both cores with the server, then with the server's "
             "processes pinned to core 0 and the generator to core 1 (`taskset`), alternately. "
             "The ceiling rows are the same generator at the same rate against the ceiling: "
@@ -375,9 +385,11 @@ class Report:
                     *self.row(f"{label}: p99 ms", [r["p99_ms"] for r in runs]),
                     f"{_median(r['rps'] for r in runs):,.0f}",
                     f"{_median(r['p50_ms'] for r in runs):.2f}",
+                    _generator_share(runs),
                 ]
             )
-        self.body += _table([*self.run_header("load"), "answered/s", "p50 ms"], rows)
+        header = [*self.run_header("load"), "answered/s", "p50 ms", "generator CPU / wall"]
+        self.body += _table(header, rows)
         saturation = found.pinned_saturation
         if saturation:
             self.body += [

@@ -1,0 +1,107 @@
+"""The bench's open-loop load generator (bench/open_loop.py), run as the bench runs it: a
+``python -m bench.open_loop`` process against a real HTTP server on loopback.
+
+The server here is a minimal one of the test's own: it answers every request with a fixed
+200 and closes each connection after its third answer, as a server may at any time between
+requests (uvicorn closes one at its keep-alive timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ductwork.local_server import free_socket
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWERS_PER_CONNECTION = 3
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
+
+
+class _ClosingAfterAFew(asyncio.Protocol):
+    """Answers each request head; closes the connection after ``ANSWERS_PER_CONNECTION``."""
+
+    def __init__(self, closed: list[int]) -> None:
+        self.closed = closed
+        self.buffer = b""
+        self.answered = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            self.buffer = self.buffer[end + 4 :]
+            self.transport.write(ANSWER)  # type: ignore[attr-defined]
+            self.answered += 1
+            if self.answered == ANSWERS_PER_CONNECTION:
+                self.closed.append(1)
+                self.transport.close()
+                return
+
+
+@pytest.fixture
+def closing_server() -> Iterator[tuple[str, list[int]]]:
+    """The server's URL, and a list that grows by one for each connection it closed."""
+    sock = free_socket()
+    sock.listen()
+    closed: list[int] = []
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    async def serve() -> None:
+        await loop.create_server(lambda: _ClosingAfterAFew(closed), sock=sock)
+        ready.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(serve(), loop)
+    assert ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", closed
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_the_generator_sleeps_between_sends_and_replaces_each_connection_the_server_closes(
+    closing_server: tuple[str, list[int]], tmp_path: Path
+) -> None:
+    url, closed = closing_server
+    paths = tmp_path / "paths.txt"
+    paths.write_text("/a\n/b\n/c\n", encoding="utf-8")
+    rate, seconds, connections = 60, 2, 16
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.open_loop", "--url", url, "--paths", str(paths),
+         "--rate", str(rate), "--seconds", str(seconds), "--connections", str(connections)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _, status, usage = os.wait4(child.pid, 0)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    wall = time.perf_counter() - started
+    assert child.stdout is not None and child.stderr is not None
+    out, err = child.stdout.read().decode(), child.stderr.read().decode()
+    assert os.waitstatus_to_exitcode(status) == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    # 120 requests taking turns over 16 connections that last three answers each: the first
+    # 16 were closed after 48 requests, so the other 72 went over connections opened anew.
+    assert len(closed) > connections
+    assert result["answered"] == result["asked"] == rate * seconds
+    assert result["statuses"] == {"200": rate * seconds}
+    # Waiting between sends, not spinning: well under one core for the whole process.
+    cpu = usage.ru_utime + usage.ru_stime
+    assert cpu < 0.5 * wall, f"the generator used {cpu:.2f} s of CPU in {wall:.2f} s"
