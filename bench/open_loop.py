@@ -51,13 +51,28 @@ def percentile(sorted_values: list[float], share: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(share * len(sorted_values)))]
 
 
+class _Schedule:
+    """``total`` requests, request *i* due at ``start + i / rate``, cycling through ``heads``."""
+
+    def __init__(self, heads: list[bytes], rate: float, total: int, start: float) -> None:
+        self.heads, self.rate, self.total, self.start = heads, rate, total, start
+        self.sent = 0
+
+    def next_due(self) -> float | None:
+        """When the next request is due; None once all are sent."""
+        return self.start + self.sent / self.rate if self.sent < self.total else None
+
+
 class _Load:
     """The shared state: requests due but waiting for a connection, idle connections, and
     what was measured."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, host: str, port: int, schedule: _Schedule
+    ) -> None:
         self.loop = loop
         self.host, self.port = host, port
+        self.schedule = schedule
         self.opened: list[_Connection] = []
         self.reopening: set[asyncio.Task[None]] = set()
         self.waiting: deque[tuple[bytes, float]] = deque()
@@ -68,11 +83,21 @@ class _Load:
         self.statuses: Counter[int] = Counter()
         self.failures = 0
 
-    def dispatch(self, head: bytes, due: float) -> None:
-        if self.idle:
-            self.idle.popleft().send(head, due)
-        else:
-            self.waiting.append((head, due))
+    def send_due(self) -> None:
+        """Send every request due by now, each on an idle connection or queued for one.
+
+        Called at each timer tick and after each answer: under load, answers arrive far more
+        often than the timer fires, so most requests leave within a fraction of a millisecond
+        of their due time."""
+        schedule = self.schedule
+        now = time.perf_counter()
+        while (due := schedule.next_due()) is not None and due <= now:
+            head = schedule.heads[schedule.sent % len(schedule.heads)]
+            schedule.sent += 1
+            if self.idle:
+                self.idle.popleft().send(head, due)
+            else:
+                self.waiting.append((head, due))
 
     def done(self, connection: _Connection, status: int, due: float) -> None:
         self.latencies.append(time.perf_counter() - due)
@@ -81,6 +106,7 @@ class _Load:
             connection.send(*self.waiting.popleft())
         else:
             self.idle.append(connection)
+        self.send_due()
 
     async def open(self) -> None:
         """One more keep-alive connection, put to work on a waiting request or made idle."""
@@ -168,24 +194,20 @@ async def run(url: str, paths_file: Path, key: str | None, rate: float, seconds:
     """Send ``rate`` requests a second for ``seconds``; the latencies from the due times."""
     parts = urlsplit(url)
     loop = asyncio.get_running_loop()
-    load = _Load(loop, parts.hostname or "127.0.0.1", parts.port or 80)
     heads = read_requests(paths_file, parts.netloc, key)
+    total = int(rate * seconds)
+    schedule = _Schedule(heads, rate, total, start=0.0)
+    load = _Load(loop, parts.hostname or "127.0.0.1", parts.port or 80, schedule)
     for _ in range(connections):
         await load.open()
-    total = int(rate * seconds)
-    start = time.perf_counter() + 0.05
-    index = 0
-    while index < total:
-        now = time.perf_counter()
-        while index < total and start + index / rate <= now:
-            load.dispatch(heads[index % len(heads)], start + index / rate)
-            index += 1
+    start = schedule.start = time.perf_counter() + 0.05
+    while (due := schedule.next_due()) is not None:
         # Until the next request is due, and never less than the timer's resolution: uvloop
         # rounds a shorter delay down to zero, and the generator would then spin on a core
-        # the server it measures needs. A request sent up to that late still counts from
-        # its due time.
-        if index < total:
-            await asyncio.sleep(max(TICK_S, start + index / rate - time.perf_counter()))
+        # the server it measures needs. Answers also send what is due (``send_due``); a
+        # request sent late still counts from its due time.
+        await asyncio.sleep(max(TICK_S, due - time.perf_counter()))
+        load.send_due()
     deadline = loop.time() + 30
     while len(load.latencies) + load.failures < total and loop.time() < deadline:
         await asyncio.sleep(0.005)
