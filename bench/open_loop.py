@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import time
 from collections import Counter, deque
 from pathlib import Path
@@ -52,11 +53,17 @@ def percentile(sorted_values: list[float], share: float) -> float:
 
 
 class _Schedule:
-    """``total`` requests, request *i* due at ``start + i / rate``, cycling through ``heads``."""
+    """``total`` requests, request *i* due at ``start + i / rate``, cycling through ``heads``;
+    none is due before ``begin``."""
 
-    def __init__(self, heads: list[bytes], rate: float, total: int, start: float) -> None:
-        self.heads, self.rate, self.total, self.start = heads, rate, total, start
+    def __init__(self, heads: list[bytes], rate: float, total: int) -> None:
+        self.heads, self.rate, self.total = heads, rate, total
+        self.start = math.inf
         self.sent = 0
+
+    def begin(self, at: float) -> None:
+        """Make the first request due at ``at``."""
+        self.start = at
 
     def next_due(self) -> float | None:
         """When the next request is due; None once all are sent."""
@@ -196,11 +203,12 @@ async def run(url: str, paths_file: Path, key: str | None, rate: float, seconds:
     loop = asyncio.get_running_loop()
     heads = read_requests(paths_file, parts.netloc, key)
     total = int(rate * seconds)
-    schedule = _Schedule(heads, rate, total, start=0.0)
+    schedule = _Schedule(heads, rate, total)
     load = _Load(loop, parts.hostname or "127.0.0.1", parts.port or 80, schedule)
     for _ in range(connections):
         await load.open()
-    start = schedule.start = time.perf_counter() + 0.05
+    start = time.perf_counter() + 0.05
+    schedule.begin(start)
     while (due := schedule.next_due()) is not None:
         # Until the next request is due, and never less than the timer's resolution: uvloop
         # rounds a shorter delay down to zero, and the generator would then spin on a core

@@ -57,21 +57,24 @@ def closing_server() -> Iterator[tuple[str, list[int]]]:
     sock.listen()
     closed: list[int] = []
     loop = asyncio.new_event_loop()
-    ready = threading.Event()
 
-    async def serve() -> None:
-        await loop.create_server(lambda: _ClosingAfterAFew(closed), sock=sock)
-        ready.set()
+    async def serve() -> asyncio.Server:
+        return await loop.create_server(lambda: _ClosingAfterAFew(closed), sock=sock)
+
+    async def shut(server: asyncio.Server) -> None:
+        server.close()
+        await server.wait_closed()
 
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    asyncio.run_coroutine_threadsafe(serve(), loop)
-    assert ready.wait(10)
+    server = asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}", closed
     finally:
+        asyncio.run_coroutine_threadsafe(shut(server), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+        loop.close()
 
 
 def test_the_generator_sleeps_between_sends_and_replaces_each_connection_the_server_closes(
@@ -87,14 +90,15 @@ def test_the_generator_sleeps_between_sends_and_replaces_each_connection_the_ser
          "--rate", str(rate), "--seconds", str(seconds), "--connections", str(connections)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    try:
-        _, status, usage = os.wait4(child.pid, 0)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    wall = time.perf_counter() - started
-    assert child.stdout is not None and child.stderr is not None
-    out, err = child.stdout.read().decode(), child.stderr.read().decode()
+    with child:  # closes its pipes
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        wall = time.perf_counter() - started
+        assert child.stdout is not None and child.stderr is not None
+        out, err = child.stdout.read().decode(), child.stderr.read().decode()
     assert os.waitstatus_to_exitcode(status) == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     # 120 requests taking turns over 16 connections that last three answers each: the first
