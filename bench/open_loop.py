@@ -109,11 +109,15 @@ class _Load:
     def done(self, connection: _Connection, status: int, due: float) -> None:
         self.latencies.append(time.perf_counter() - due)
         self.statuses[status] += 1
+        self._put_to_work(connection)
+        self.send_due()
+
+    def _put_to_work(self, connection: _Connection) -> None:
+        """Give a free connection the oldest waiting request, or make it idle."""
         if self.waiting:
             connection.send(*self.waiting.popleft())
         else:
             self.idle.append(connection)
-        self.send_due()
 
     async def open(self) -> None:
         """One more keep-alive connection, put to work on a waiting request or made idle."""
@@ -121,10 +125,7 @@ class _Load:
             lambda: _Connection(self), self.host, self.port
         )
         self.opened.append(connection)
-        if self.waiting:
-            connection.send(*self.waiting.popleft())
-        else:
-            self.idle.append(connection)
+        self._put_to_work(connection)
 
     def lost(self, connection: _Connection, in_flight: bool) -> None:
         """A connection the server closed (its keep-alive timeout, say): its request, if any,
