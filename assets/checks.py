@@ -17,7 +17,9 @@ from dagster_duckdb import DuckDBResource
 
 from assets.resources import DataHome, open_warehouse
 from ductwork import snapshots
-from warehouse_sql import read_sql
+from ductwork.streams.model import Table, Warning
+from ductwork.warehouse.loading import count_rows
+from warehouse_sql import read_sql, stream_section
 
 Metadata = Mapping[str, Any]
 
@@ -155,94 +157,73 @@ def evaluate(rule: CheckRule, inputs: CheckInputs) -> dg.AssetCheckResult:
     )
 
 
-def keys_unique_and_present(
-    asset: dg.AssetKey,
-    table: str,
-    key_columns: Sequence[str],
-    where: str = "TRUE",
-    where_params: Sequence[object] = (),
-) -> AssetRule:
-    """A blocking check: no NULL and no duplicate ``key_columns`` in ``table`` (``where``),
-    and not empty when the current published snapshot has rows there (a sync that emptied a
-    table is far likelier a fault than a real change, and must not reach the read API).
-
-    When ``key_columns`` are the table's primary key, DuckDB itself refuses NULL and duplicate
-    keys: the check then only counts rows (counting distinct keys took most of the checks'
-    query time). Identifiers come from this codebase; values travel
-    as parameters.
-    """
-    key = ", ".join(key_columns)
-    nulls = " OR ".join(f"{column} IS NULL" for column in key_columns)
-    counted = (
-        f"SELECT count(*), count(*) FILTER ({nulls}), count(*) - count(DISTINCT ({key})) "
-        f"FROM {table} WHERE {where}"
-    )
-    rows_only = f"SELECT count(*) FROM {table} WHERE {where}"
+def keys_unique_and_present(asset: dg.AssetKey, table: Table) -> AssetRule:
+    """A blocking check: the rows of ``table`` are keyed by the columns the registry names
+    (DuckDB then refuses NULL and duplicate keys itself: the table's primary key must be
+    exactly those columns), and the table is not empty when the current published snapshot
+    has rows there (a sync that emptied a table is far likelier a fault than a real change,
+    and must not reach the read API)."""
+    key = ", ".join(table.key)
 
     def verdict(inputs: CheckInputs) -> dg.AssetCheckResult:
-        con = inputs.connection()
-        metadata: dict[str, Any]
-        if inputs.warehouse.primary_keys().get(table) == frozenset(key_columns):
-            rows = con.execute(rows_only, list(where_params)).fetchall()[0][0]
-            null_keys = duplicates = 0
-            metadata = {"rows": rows, "keys_enforced_by": f"PRIMARY KEY ({key})"}
-        else:
-            rows, null_keys, duplicates = con.execute(counted, list(where_params)).fetchall()[0]
-            metadata = {"rows": rows, "null_keys": null_keys, "duplicate_keys": duplicates}
+        enforced = inputs.warehouse.primary_keys().get(table.name)
+        rows = count_rows(inputs.connection(), table)
+        metadata: dict[str, Any] = {"rows": rows, "keys_enforced_by": f"PRIMARY KEY ({key})"}
+        keyed = enforced == frozenset(table.key)
+        if not keyed:
+            metadata["keys_enforced_by"] = "nothing: the table's primary key is not these columns"
         emptied = False
         if rows == 0:  # opening the published snapshot is slow: only an empty table asks
-            published = _published_rows(inputs.data_home, rows_only, where_params)
+            published = _published_rows(inputs.data_home, table)
             emptied = bool(published)
             metadata["rows_in_published_snapshot"] = published if published is not None else -1
-        return dg.AssetCheckResult(
-            passed=null_keys == 0 and duplicates == 0 and not emptied, metadata=metadata
-        )
+        return dg.AssetCheckResult(passed=keyed and not emptied, metadata=metadata)
 
     return AssetRule(
         asset,
         CheckRule(
             name=f"{asset.path[-1]}_keys_unique_and_present",
-            description=f"Every row of {table} has a non-NULL, unique ({key}); not emptied since "
-            "the last publish.",
+            description=f"Every row of {table.name} has a non-NULL, unique ({key}); not emptied "
+            "since the last publish.",
             verdict=verdict,
         ),
     )
 
 
-def _published_rows(data_home: DataHome, query: str, where_params: Sequence[object]) -> int | None:
-    """Rows the same count query finds in the current snapshot; None before the first publish
-    (or when that snapshot predates the table)."""
+def _published_rows(data_home: DataHome, table: Table) -> int | None:
+    """Rows the table (or its slice) has in the current snapshot; None before the first
+    publish (or when that snapshot predates the table)."""
     try:
         _, con = snapshots.open_current(data_home.snapshots_dir)
     except FileNotFoundError:
         return None
     with con:
         try:
-            return con.execute(query, list(where_params)).fetchall()[0][0]
+            return count_rows(con, table)
         except duckdb.CatalogException:
             return None
 
 
-def pairing_products_resolve(pairings: dg.AssetKey) -> AssetRule:
-    """A warning when pairings name SKUs the catalog lacks (kept as received, listed here)."""
+def warns(asset: dg.AssetKey, stream_sql: str, warning: Warning) -> AssetRule:
+    """A non-blocking check: the stream's statement lists no offending value (the first
+    twenty it lists are named in the metadata)."""
 
     def verdict(inputs: CheckInputs) -> dg.AssetCheckResult:
-        rows = inputs.connection().execute(read_sql("pairing_skus_missing")).fetchall()
-        missing = [row[0] for row in rows]
+        statement = stream_section(stream_sql, warning.statement)
+        found = [row[0] for row in inputs.connection().execute(statement).fetchall()]
         return dg.AssetCheckResult(
-            passed=not missing,
+            passed=not found,
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={"missing_skus": len(missing), "examples": ", ".join(missing[:20])},
+            metadata={"found": len(found), "examples": ", ".join(map(str, found[:20]))},
         )
 
     return AssetRule(
-        pairings,
+        asset,
         CheckRule(
-            name="pairing_products_resolve_to_catalog",
-            description="Every SKU a pairing names is in the catalog (a warning: pairings may run "
-            "ahead of the catalog; the JSON is served unchanged either way).",
+            name=warning.name,
+            description=warning.description,
             verdict=verdict,
             blocking=False,
-            additional_deps=("catalog_items",),
+            additional_deps=warning.after,
         ),
     )

@@ -21,14 +21,36 @@ from dagster_duckdb import DuckDBResource
 
 from assets.ingest import fetch, ingest_asset, run_metadata
 from assets.resources import ImageSources, ObjectStore, UpstreamResource, open_warehouse
-from ductwork.contract.paths import PIM_IMAGE_SYNC, UNIT_SLUGS
-from ductwork.store.columns import Columns
-from ductwork.store.loading import Replacement, replace_rows
+from ductwork.contract.paths import PIM_IMAGE_SYNC
+from ductwork.streams.model import NIGHTLY, Table
+from ductwork.streams.registry import PRODUCTS
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.image_fetch import ImageFetcher, ImageRefused, image_key
-from warehouse_sql import read_sql
+from ductwork.warehouse.columns import Columns
+from ductwork.warehouse.loading import Replacement, replace_rows
+from warehouse_sql import section
 
 GROUP = "internal"
+IMAGES = Table("product_images", ("source_url",))
+
+
+@dataclass(frozen=True)
+class ImageJob:
+    """The image sync's job and schedule: not a stream, a job of its own."""
+
+    asset: str = "product_images"
+    job: str = "pim_image_sync"
+    schedule: str = "pim_image_sync_nightly"
+    cron: str = "0 4 * * *"
+    description: str = (
+        "Start the upstream's image sync, then mirror product images into the bucket."
+    )
+
+
+IMAGE_JOB = ImageJob()
+IMAGE_FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=NIGHTLY.fail_after, warn_window=NIGHTLY.warn_after
+)
 IMAGE_SCHEMA = Columns(
     ("source_url", "string"), ("sku", "string"), ("kind", "string"),
     ("object_key", "string"), ("md5", "string"), ("size_bytes", "int64"),
@@ -136,7 +158,7 @@ def image_metadata(rows: list[dict[str, Any]]) -> dict[str, int | str]:
 @ingest_asset(
     group=GROUP,
     kinds={"api", "s3", "duckdb"},
-    deps=[slug.replace("-", "_") for slug in UNIT_SLUGS],
+    deps=[step.asset for step in PRODUCTS.steps if step.table.name == "units"],
     description=(
         "pim-image-sync: starts the upstream's job (waiting out its 429 cooldown), then copies "
         "every product image into the bucket as images/<percent-encoded sku>/<sha256 of the "
@@ -156,10 +178,10 @@ def product_images(
     policy = image_sources.policy(upstream.base_url)
     s3 = object_store.api_client()
     with open_warehouse(warehouse) as con:
-        images = con.execute(read_sql("product_image_sources")).fetchall()
+        images = con.execute(section("product_images", "sources")).fetchall()
         known = {
             url: Mirrored(md5, key)
-            for url, md5, key in con.execute(read_sql("product_images_mirrored")).fetchall()
+            for url, md5, key in con.execute(section("product_images", "mirrored")).fetchall()
         }
         context.log.info("mirroring %d product images", len(images))
 
@@ -176,7 +198,7 @@ def product_images(
         fetched = fetch(upstream, run)
         job, rows = fetched.value
         table = IMAGE_SCHEMA.table(rows)
-        replace_rows(con, Replacement("product_images", table))
+        replace_rows(con, Replacement(IMAGES, table))
     summary = image_metadata(rows)
     if summary["failed"]:
         context.log.warning("%d of %d product images did not land", summary["failed"], len(rows))

@@ -17,9 +17,9 @@ from assets.warehouse_admission import hold_warehouse, note_stop_signal
 from ductwork import file_modes
 from ductwork.contract.manuals import object_url
 from ductwork.settings import HomeSettings, ImageSettings, S3Settings, UpstreamTuning, load
-from ductwork.store.loading import prepare_connection
 from ductwork.upstream.client import RetryRules, UpstreamClient
 from ductwork.upstream.image_fetch import ImagePolicy
+from ductwork.warehouse.loading import prepare_connection
 
 _TUNING = UpstreamTuning.model_fields
 # Attempts of one S3 request, the first included (dagster-aws's default).

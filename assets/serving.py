@@ -1,4 +1,4 @@
-"""The serving snapshot: the last step of every sync."""
+"""Publishing: the serving snapshot, the last step of every sync."""
 
 from __future__ import annotations
 
@@ -7,29 +7,14 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets.catalog import CATALOG_ASSETS
-from assets.crm import CRM_ASSETS
-from assets.digital_assets import warehouse_digital_assets
 from assets.ingest import OWNERS, WAREHOUSE_POOL
-from assets.internal import INTERNAL_ASSETS
 from assets.resources import DataHome, open_warehouse
-from assets.submittals import warehouse_submittals
+from assets.streams import SYNCED_KEYS
 from ductwork import snapshots
 from ductwork.settings import S3Settings, SnapshotStoreSettings, load
 
 if TYPE_CHECKING:
     from ductwork.snapshot_store import StorePublication
-
-SYNCED_ASSETS: list[dg.AssetsDefinition] = [
-    *CATALOG_ASSETS,
-    warehouse_digital_assets,
-    warehouse_submittals,
-    *CRM_ASSETS,
-    *INTERNAL_ASSETS,
-]
-# Every synced asset by key, in the order above (the catalog step materialises eight, in the
-# order of its specs).
-SYNCED_KEYS: list[dg.AssetKey] = [spec.key for asset in SYNCED_ASSETS for spec in asset.specs]
 
 
 @dg.asset(
@@ -37,7 +22,7 @@ SYNCED_KEYS: list[dg.AssetKey] = [spec.key for asset in SYNCED_ASSETS for spec i
     kinds={"duckdb"},
     owners=OWNERS,
     pool=WAREHOUSE_POOL,
-    deps=SYNCED_ASSETS,
+    deps=SYNCED_KEYS,
     description=(
         "An immutable copy of the warehouse that the read API and analysts open read-only; "
         "published atomically, so readers never see a half-finished sync. A run that changed "

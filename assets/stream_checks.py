@@ -4,9 +4,19 @@ Each check reads the run metadata its asset recorded (row count, cursor, reporte
 the Dagster instance; the verdicts themselves are plain functions of that metadata.
 """
 
+from collections.abc import Callable
+
 import dagster as dg
 
-from assets.checks import AssetRule, CheckRule, Metadata
+from assets.checks import (
+    AssetRule,
+    CheckRule,
+    Metadata,
+    grouped_checks,
+    keys_unique_and_present,
+    warns,
+)
+from ductwork.streams.registry import STREAMS, all_steps
 from ductwork.upstream.timestamps import canonical_or_received
 
 # A table may lose at most this fraction of its rows in one run, unless the run reconciles.
@@ -37,7 +47,7 @@ def lead_cursor(metadata: Metadata | None) -> tuple[str, str] | None:
     created = (metadata or {}).get("cursor_created_date") or ""
     if not created:
         return None
-    # Runs of earlier releases recorded the date as received; compare instants, not spellings.
+    # Compare instants, not spellings.
     return (canonical_or_received(created), str((metadata or {}).get("cursor_id") or ""))
 
 
@@ -107,3 +117,50 @@ def complete_against_upstream(asset: dg.AssetKey) -> AssetRule:
             verdict=lambda inputs: completeness_verdict(inputs.recent_metadata()[0]),
         ),
     )
+
+
+# The checks a reader's kind calls for (its ``guards``), by name.
+GUARDS: dict[str, Callable[[dg.AssetKey], AssetRule]] = {
+    "cursor_only_moves_forward": cursor_only_moves_forward,
+    "complete_against_upstream": complete_against_upstream,
+}
+
+
+def stream_rules() -> list[AssetRule]:
+    """Every check of every step of the registry: its keys, its size against the run before,
+    its reader's guards and its warnings."""
+    rules: list[AssetRule] = []
+    for stream in STREAMS:
+        for step in stream.steps:
+            key = dg.AssetKey(step.asset)
+            rules.append(keys_unique_and_present(key, step.table))
+            rules += [warns(key, stream.sql, warning) for warning in step.warnings]
+            rules.append(no_large_shrink(key))
+            rules += [GUARDS[guard](key) for guard in sorted(step.reader.guards)]
+    return rules
+
+
+def check_steps(rules: list[AssetRule]) -> list[dg.AssetChecksDefinition]:
+    """The rules as a few check steps instead of one per check (see assets/checks.py).
+
+    A check step runs once all its assets are in, so no step may hold an asset together with
+    one that depends on it: a batch's checks form one step, an asset that another step needs
+    has a step of its own (so its blocking checks run before what depends on it), and the
+    checks of every other asset share the last step.
+    """
+    needed = {asset for step in all_steps() for asset in step.after}
+    group_of: dict[str, str] = {}
+    for step in all_steps():
+        if step.batch is not None:
+            group_of[step.asset] = f"{step.batch}_checks"
+        elif step.asset in needed:
+            group_of[step.asset] = f"{step.asset}_checks"
+        else:
+            group_of[step.asset] = "stream_checks"
+    groups: dict[str, list[AssetRule]] = {}
+    for rule in rules:
+        groups.setdefault(group_of[rule.asset.to_user_string()], []).append(rule)
+    return [grouped_checks(name, members) for name, members in groups.items()]
+
+
+STREAM_CHECKS = check_steps(stream_rules())

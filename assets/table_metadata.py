@@ -1,29 +1,20 @@
 """Dagster's catalog as the data dictionary: each asset names its table and its columns.
 
 The descriptions come from the same ``COMMENT ON`` statements that every published snapshot
-gets (``ductwork.store.table_docs``), so the UI and ``ductwork docs`` never disagree.
+gets (``ductwork.warehouse.table_docs``), so the UI and ``ductwork docs`` never disagree.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from ductwork.contract.paths import UNIT_SLUGS
-from ductwork.store.table_docs import table_docs
+from ductwork.streams.registry import all_steps
+from ductwork.warehouse.table_docs import table_docs
 
 # The warehouse table each asset writes (the six unit lists share one, told apart by
 # ``unit_type``); the publish's is the table that names each snapshot.
 ASSET_TABLES: dict[str, str] = {
-    "catalog_items": "catalog_items",
-    **{slug.replace("-", "_"): "units" for slug in UNIT_SLUGS},
-    "pairings": "pairings",
-    "warehouse_digital_assets": "digital_assets",
-    "warehouse_submittals": "submittals",
-    "crm_leads": "leads",
-    "crm_lead_details": "lead_details",
-    "internal_contractors": "contractors",
-    "internal_indoor_models": "indoor_models",
-    "internal_manuals": "manuals",
+    **{step.asset: step.table.name for step in all_steps()},
     "product_images": "product_images",
     "serving_snapshot": "snapshot_info",
 }

@@ -5,7 +5,7 @@
 
 A reference, with no target. It starts the sandbox (and moto) as the suite does, reads the
 lead ids from the lead list, then fetches their details in chunks of 2,000, each chunk once
-per way: as the ``crm_lead_details`` step fetches them (``assets.crm.fetch_details``, on the
+per way: as the ``crm_lead_details`` step fetches them (``DetailQueue.fetch``, on the
 sync's ``UpstreamClient``), and with bare aiohttp: one session, 8 connections, 8 workers,
 every body parsed as the sync must (the aiohttp floor discards detail bodies unparsed). The
 step's way runs once per number of detail workers per slot that ``--workers-per-slot`` gives
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import statistics
 import time
@@ -30,10 +31,10 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from assets import crm
 from bench.suite import KEY, ROOT, prepare_children_environment, start_object_store, upstream
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import LEADS
+from ductwork.streams.registry import LEADS as LEAD_STREAM
 from ductwork.upstream.bounded_map import map_bounded
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.lead_cursor import Cursor, walk_leads
@@ -72,7 +73,8 @@ def bare_aiohttp(session: aiohttp.ClientSession, url: str) -> Fetch:
 def as_the_step(client: UpstreamClient, workers_per_slot: int) -> Fetch:
     """Fetch details as ``crm_lead_details`` does, with ``workers_per_slot`` workers per slot."""
 
-    return lambda ids: crm.fetch_details(client, ids, workers_per_slot)
+    details = dataclasses.replace(LEAD_STREAM.steps[1].reader, workers_per_slot=workers_per_slot)
+    return lambda ids: details.fetch(client, ids)
 
 
 async def compare(
@@ -107,7 +109,7 @@ def main() -> None:
         "--workers-per-slot",
         type=int,
         nargs="+",
-        default=[crm.DETAIL_WORKERS_PER_SLOT],
+        default=[LEAD_STREAM.steps[1].reader.workers_per_slot],
         help="detail workers per request slot, one way each (default: the step's own)",
     )
     options = parser.parse_args()

@@ -32,6 +32,7 @@ from dlt.sources.helpers.rest_client.paginators import BasePaginator
 from dlt.sources.rest_api import rest_api_source
 
 from ductwork.contract import paths
+from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, PAIRINGS, SUBMITTALS
 
 PAGE = 1000
 WORKERS = 8
@@ -118,7 +119,7 @@ def source(url: str, api_key: str) -> Any:
         ),
         page_list(
             "pairings",
-            paths.PAIRINGS_LIST,
+            PAIRINGS.path,
             "relationshipId",
             data_selector="data.pairings",
             total_path="data.pagination.totalPages",
@@ -126,7 +127,7 @@ def source(url: str, api_key: str) -> Any:
         {
             **page_list(
                 "submittal_requests",
-                paths.PAIRINGS_LIST,
+                PAIRINGS.path,
                 "relationshipId",
                 data_selector="data.pairings",
                 total_path="data.pagination.totalPages",
@@ -139,7 +140,7 @@ def source(url: str, api_key: str) -> Any:
             "primary_key": "_submittal_requests_query",
             "include_from_parent": ["query"],
             "endpoint": {
-                "path": paths.SUBMITTAL_DATA.lstrip("/") + "?{resources.submittal_requests.query}",
+                "path": SUBMITTALS.path.lstrip("/") + "?{resources.submittal_requests.query}",
                 "paginator": "single_page",
                 "data_selector": "data",
                 "response_actions": not_found_is_nothing,
@@ -184,7 +185,7 @@ def source(url: str, api_key: str) -> Any:
             "name": "contractors",
             "write_disposition": "replace",
             "endpoint": {
-                "path": paths.CONTRACTORS.lstrip("/"),
+                "path": CONTRACTORS.path.lstrip("/"),
                 "paginator": "single_page",
                 "data_selector": "$",
             },
@@ -193,7 +194,7 @@ def source(url: str, api_key: str) -> Any:
             "name": "indoor_models",
             "primary_key": "sku",
             "endpoint": {
-                "path": paths.INDOOR_MODELS.lstrip("/"),
+                "path": INDOOR_MODELS.path.lstrip("/"),
                 "paginator": "single_page",
                 "data_selector": "data",
             },

@@ -30,18 +30,14 @@ import duckdb
 import orjson
 from yarl import URL
 
-from assets.catalog import (
-    PAIRING_SCHEMA,
-    UNIT_SCHEMA,
-    pairing_product_rows,
-    pairing_row,
-    unit_row_for,
-)
 from bench.raw_http import RawPool
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
-from ductwork.store.loading import rows_table
-from warehouse_sql import read_sql, schema_sql
+from ductwork.streams.catalog import PAIRING_COLUMNS, UNIT_COLUMNS, pairing_row, unit_row_for
+from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, PAIRINGS, SUBMITTALS
+from ductwork.warehouse.loading import rows_table
+from ductwork.warehouse.schema import schema_sql
+from warehouse_sql import stream_section
 
 PAGE = 1000
 Record = dict[str, Any]
@@ -151,13 +147,14 @@ def submittal_requests(units: dict[str, list[Record]], pairings: list[Record]) -
     con = duckdb.connect()
     con.execute(schema_sql())
     for slug, records in units.items():
-        con.register("incoming", rows_table(records, unit_row_for(slug), UNIT_SCHEMA))
+        con.register("incoming", rows_table(records, unit_row_for(slug), UNIT_COLUMNS))
         con.execute("INSERT INTO units BY NAME SELECT * FROM incoming")
-    con.register("incoming", rows_table(pairings, pairing_row, PAIRING_SCHEMA))
+    con.register("incoming", rows_table(pairings, pairing_row, PAIRING_COLUMNS))
     con.execute("INSERT INTO pairings BY NAME SELECT * FROM incoming")
-    con.register("incoming", pairing_product_rows(pairings))
+    (slots,) = PAIRINGS.steps[0].reader.beside(pairings)
+    con.register("incoming", slots.rows)
     con.execute("INSERT INTO pairing_products BY NAME SELECT * FROM incoming")
-    rows = con.execute(read_sql("submittal_requests")).fetchall()
+    rows = con.execute(stream_section(SUBMITTALS.sql, "requests")).fetchall()
     con.close()
     return [(idu, odu) for _, idu, odu, _ in rows]
 
@@ -181,19 +178,19 @@ async def _leads_and_details(fetch: _Fetcher) -> None:
 async def _catalog_and_submittals(fetch: _Fetcher) -> None:
     lists = await asyncio.gather(
         *(fetch.all_pages(paths.unit_path(slug)) for slug in paths.UNIT_SLUGS),
-        fetch.all_pages(paths.PAIRINGS_LIST),
+        fetch.all_pages(PAIRINGS.path),
         fetch.all_pages(paths.PRODUCTS_LIST),
     )
     units = dict(zip(paths.UNIT_SLUGS, lists[: len(paths.UNIT_SLUGS)], strict=True))
     wanted = submittal_requests(units, lists[len(paths.UNIT_SLUGS)])
     for idu, odu in wanted:
-        fetch.discard(paths.SUBMITTAL_DATA, {k: v for k, v in (("idu", idu), ("odu", odu)) if v})
+        fetch.discard(SUBMITTALS.path, {k: v for k, v in (("idu", idu), ("odu", odu)) if v})
 
 
 async def _everything(fetch: _Fetcher) -> float:
     started = time.perf_counter()
-    fetch.discard(paths.CONTRACTORS)
-    fetch.discard(paths.INDOOR_MODELS)
+    fetch.discard(CONTRACTORS.path)
+    fetch.discard(INDOOR_MODELS.path)
     await fetch.run(
         _catalog_and_submittals(fetch),
         _leads_and_details(fetch),

@@ -20,9 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from assets.crm import DETAIL_SCHEMA
-from assets.digital_assets import DIGITAL_ASSET_SCHEMA
-from ductwork.store.columns import Columns
+from ductwork.streams.crm import DETAIL_COLUMNS as DETAIL_SCHEMA
+from ductwork.streams.warehouse import DIGITAL_ASSET_COLUMNS as DIGITAL_ASSET_SCHEMA
+from ductwork.warehouse.columns import Columns
 
 ROWS = 10_000
 REPEATS = 21

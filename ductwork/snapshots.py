@@ -34,7 +34,9 @@ from typing import NamedTuple
 import duckdb
 
 from ductwork import file_modes
-from warehouse_sql import NUMBERED_LISTS, quote_identifier, read_sql, snapshot_sql
+from ductwork.streams.registry import numbered_lists
+from ductwork.warehouse.schema import snapshot_sql
+from warehouse_sql import quote_identifier, read_sql
 
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
@@ -72,7 +74,7 @@ def record_file_name(snapshot: Path, table: str) -> str:
     """The name of the record file of ``table`` (a numbered list) of the snapshot file
     ``snapshot``, beside it: named after the file's identity, so a snapshot copied or changed
     in place gets a file of its own."""
-    if table not in NUMBERED_LISTS:
+    if table not in numbered_lists():
         # prune keeps the record files of a snapshot by these names: none other may be made.
         raise ValueError(f"{table} is not a numbered list: it has no record file")
     info = snapshot.stat()
@@ -83,7 +85,7 @@ def record_file_name(snapshot: Path, table: str) -> str:
 def record_file_names(snapshot: Path) -> set[str]:
     """The names of every record file the snapshot file ``snapshot`` may have (one per
     numbered list)."""
-    return {record_file_name(snapshot, table) for table in NUMBERED_LISTS}
+    return {record_file_name(snapshot, table) for table in numbered_lists()}
 
 
 def new_version() -> str:
@@ -371,7 +373,7 @@ def _row_id_extents(con: duckdb.DuckDBPyConnection, database: str) -> list[tuple
         con.execute(
             f"SELECT max(rowid), count(*) FROM {schema}.{quote_identifier(base)}"
         ).fetchall()[0]
-        for base in NUMBERED_LISTS.values()
+        for base in numbered_lists().values()
     ]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from ductwork.contract import paths
 from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings, load, upstream_environment
+from ductwork.streams.registry import INDOOR_MODELS
 from pipelines.instance import prepare_dagster_home
 from pipelines.processes import (
     WORKSPACE,
@@ -71,7 +72,7 @@ def run_demo(options: argparse.Namespace) -> int:
             ),
             env,
         )  # fmt: skip
-        wait_until_answering(upstream_url + paths.INDOOR_MODELS, sandbox, timeout_s=300)
+        wait_until_answering(upstream_url + INDOOR_MODELS.path, sandbox, timeout_s=300)
 
         print(f"[demo] full sync into {home.warehouse_path} (runs recorded in the Dagster UI)")
         # A child of the group: a stop signal reaches it as SIGTERM, and it ends its run as

@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ductwork import snapshots
-from warehouse_sql import read_sql
+from ductwork.streams.registry import LEADS
+from warehouse_sql import stream_section
 
 RUNS_SHOWN = 10
 HISTORY_LIMIT = 200
@@ -147,7 +148,9 @@ def lead_funnel(snapshots_dir: Path) -> tuple[str | None, list[tuple[str, int]]]
     except FileNotFoundError:
         return None, []
     with con:
-        return snap.version, [(s, n) for s, n in con.execute(read_sql("lead_funnel")).fetchall()]
+        return snap.version, [
+            (s, n) for s, n in con.execute(stream_section(LEADS.sql, "funnel")).fetchall()
+        ]
 
 
 def write_report(dagster_home: Path, snapshots_dir: Path, out: Path) -> int:

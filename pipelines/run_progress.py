@@ -20,16 +20,8 @@ if TYPE_CHECKING:
     from dagster._utils.error import SerializableErrorInfo
 
 INTERRUPTED = {"RunInterrupted", "DagsterExecutionInterruptedError", "KeyboardInterrupt"}
-# Metadata entries that count rows a run wrote or deleted, by the assets that report them.
-# Lists stored whole (the catalog, internal operations) report ``unchanged`` instead: when it
-# is false, every row was rewritten.
-CHANGE_ENTRIES = (
-    "rows_upserted",
-    "rows_deleted",
-    "leads_new_or_resumed",
-    "details_fetched",
-    "submittals_fetched",
-)
+# The metadata entry in which every stream step reports the rows it wrote or deleted.
+CHANGED = "rows_changed"
 
 
 def _number(value: Any) -> float | None:
@@ -192,12 +184,8 @@ class RunSummary:
 
 
 def rows_changed(metadata: Mapping[str, Any]) -> int:
-    """Rows a materialisation wrote or deleted, as far as its metadata tells."""
-    unchanged = getattr(metadata.get("unchanged"), "value", metadata.get("unchanged"))
-    if unchanged is not None:
-        return 0 if unchanged else int(_number(metadata.get("dagster/row_count")) or 0)
-    counts = [_number(metadata.get(entry)) for entry in CHANGE_ENTRIES]
-    return int(sum(count for count in counts if count))
+    """Rows a materialisation wrote or deleted, as its metadata tells (0 when it does not)."""
+    return int(_number(metadata.get(CHANGED)) or 0)
 
 
 def summarise(

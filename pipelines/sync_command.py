@@ -13,52 +13,63 @@ import dagster as dg
 from assets.run_recovery import worker_tags
 from ductwork.settings import HomeSettings, UpstreamSettings, load
 from ductwork.stop_signals import WatchStopSignals
+from ductwork.streams.registry import STREAMS, Step, Stream, stream_named, stream_of_asset
 from pipelines.instance import prepare_dagster_home, run_instance
 from pipelines.run_progress import logger_config, summarise
 from pipelines.usage import UsageError
-
-# Run config of the incremental streams: a full refresh re-reads everything from scratch;
-# a reset forgets the bookmark (or cursor), so the incremental walk starts from the beginning.
-FULL_REFRESH = {
-    "warehouse_digital_assets": {"mode": "reconcile", "reset_bookmark": True},
-    "warehouse_submittals": {"mode": "reconcile"},
-    "crm_leads": {"mode": "reconcile", "reset_cursor": True},
-}
-RESET = {
-    "warehouse_digital_assets": {"reset_bookmark": True},
-    "crm_leads": {"reset_cursor": True},
-}
 
 
 class ControlError(UsageError):
     """A stream, asset, group or job named on the command line cannot be used as asked."""
 
 
+def stream_for(name: str) -> Stream:
+    """The stream a command-line name means: a stream's name, or one of its assets'."""
+    found = stream_of_asset(name)
+    if found is not None:
+        return found
+    try:
+        return stream_named(name)
+    except KeyError:
+        names = ", ".join(stream.name for stream in STREAMS)
+        raise ControlError(f"unknown stream {name!r}; streams: {names}") from None
+
+
+def _op_of(step: Step) -> str:
+    return step.batch or step.asset
+
+
 def stream_controls(
     full_refresh: list[str] | None, reset: list[str] | None
 ) -> tuple[list[str], dict]:
-    """The streams to select and the run config for ``--full-refresh`` and ``--reset-bookmark``.
+    """The assets to select and the run config for ``--full-refresh`` and ``--reset``.
 
-    Streams that always read their whole list (the catalog, internal operations) need no
-    config: a full refresh of them is a run of the asset.
+    A full refresh reconciles every step that can (and forgets its resume point); a stream
+    read whole on every run needs no config: a full refresh of it is a run of its steps. A
+    reset forgets the resume point of a stream that keeps one.
     """
-    from assets.serving import SYNCED_KEYS
-
-    known = {key.to_user_string() for key in SYNCED_KEYS}
     ops: dict[str, dict] = {}
-    for stream in full_refresh or []:
-        if stream not in known:
-            raise ControlError(f"unknown stream {stream!r}; streams: {', '.join(sorted(known))}")
-        if stream in FULL_REFRESH:
-            ops.setdefault(stream, {"config": {}})["config"].update(FULL_REFRESH[stream])
-    for stream in reset or []:
-        if stream not in RESET:
+    selected: list[str] = []
+    for name in full_refresh or []:
+        stream = stream_for(name)
+        selected += stream.assets
+        for step in stream.steps:
+            wanted = {"mode": "reconcile", "reset": True}
+            config = {k: v for k, v in wanted.items() if k in step.reader.options}
+            if config:
+                ops.setdefault(_op_of(step), {"config": {}})["config"].update(config)
+    for name in reset or []:
+        stream = stream_for(name)
+        if not stream.resumable:
+            resumable = ", ".join(s.name for s in STREAMS if s.resumable)
             raise ControlError(
-                f"stream {stream!r} keeps no bookmark; streams with one: {', '.join(sorted(RESET))}"
+                f"stream {stream.name!r} keeps no resume point; streams with one: {resumable}"
             )
-        ops.setdefault(stream, {"config": {}})["config"].update(RESET[stream])
-    streams = [*(full_refresh or []), *(reset or [])]
-    return list(dict.fromkeys(streams)), ({"ops": ops} if ops else {})
+        selected += stream.assets
+        for step in stream.steps:
+            if step.reader.resumable:
+                ops.setdefault(_op_of(step), {"config": {}})["config"]["reset"] = True
+    return list(dict.fromkeys(selected)), ({"ops": ops} if ops else {})
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,8 @@ def run_sync(
 
     ``selection`` names assets (``pairings``) or groups (``group:catalog``); ``reconcile``
     runs full listings (deletions detected, every lead re-read). Streams named in
-    ``full_refresh`` or ``reset`` are added to the selection and run with that control.
+    ``full_refresh`` or ``reset`` (by stream or asset name) are added to the selection and
+    run with that control.
     """
     if not (full_refresh or reset):
         job = "reconcile_all" if reconcile else "sync_all"

@@ -24,19 +24,26 @@ from ductwork.contract.errors import (
     ApiError,
     ErrorCode,
     cursor_incomplete,
-    lead_not_found,
+    lookup_not_found,
+    lookup_params_missing,
     no_such_path,
-    pairing_not_found,
     product_not_found,
     rate_limited,
+    record_not_found,
     render,
-    submittal_not_found,
-    submittal_params_missing,
     unauthorized,
     unit_not_found,
     unknown_category,
 )
 from ductwork.contract.leads import read_fields
+from ductwork.streams.registry import (
+    CONTRACTORS,
+    INDOOR_MODELS,
+    MANUALS,
+    PAIRINGS,
+    STREAMS,
+    SUBMITTALS,
+)
 from sandbox.asgi import Answer, Receive, Scope, Send, header, send_answer, serve_lifespan
 from sandbox.lead_id_forms import SHORT_LENGTH, full_id, with_short_id
 from sandbox.manuals import list_manuals
@@ -48,7 +55,7 @@ from sandbox.timestamp_styles import styled_record
 Handler = Callable[[SandboxState, QueryParams, str], bytes]
 ADMIN_PREFIX = "/_sandbox/"
 MEDIA_PREFIX = "/media/images/"
-OPEN_PATHS = frozenset({paths.INDOOR_MODELS})
+OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 LATEST = "\U0010ffff"  # sorts after every id: "strictly after this instant"
 log = logging.getLogger("sandbox")
 
@@ -131,7 +138,7 @@ def one_pairing(state: SandboxState, query: QueryParams, raw_id: str) -> bytes:
     wanted = params.read_relationship_id(raw_id)
     body = state.view().pairing_by_id.get(wanted)
     if body is None:
-        raise pairing_not_found(wanted)
+        raise record_not_found("pairing", wanted)
     return envelopes.product_lookup(body)
 
 
@@ -159,10 +166,10 @@ def submittal_data(state: SandboxState, query: QueryParams, _: str) -> bytes:
     """Submittal of an (idu, odu) combination; either may be absent, not both."""
     idu, odu = query.get("idu") or None, query.get("odu") or None
     if idu is None and odu is None:
-        raise submittal_params_missing()
+        raise lookup_params_missing(("idu", "odu"))
     body = state.submittals.get((idu, odu))
     if body is None:
-        raise submittal_not_found()
+        raise lookup_not_found("submittal data")
     return envelopes.product_lookup(body)
 
 
@@ -203,7 +210,7 @@ def lead_detail(state: SandboxState, query: QueryParams, lead_id: str) -> bytes:
         known = full_id(state.leads, lead_id) if id_form == "case_safe" else lead_id
         found = None if known is None else state.lead(known)
     if found is None:
-        raise lead_not_found(lead_id)
+        raise record_not_found("lead", lead_id)
     if id_form == "omit_id":
         return dumps({k: v for k, v in found[1].items() if k != "id"})
     return dumps(found[1])
@@ -260,13 +267,13 @@ def pim_image_sync(state: SandboxState, query: QueryParams, _: str) -> bytes:
 
 EXACT: dict[str, Handler] = {
     paths.PRODUCTS_LIST: products,
-    paths.PAIRINGS_LIST: pairings,
+    PAIRINGS.path: pairings,
     paths.WAREHOUSE_DIGITAL_ASSETS: digital_assets,
-    paths.SUBMITTAL_DATA: submittal_data,
+    SUBMITTALS.path: submittal_data,
     paths.LEADS: leads,
-    paths.CONTRACTORS: contractors,
-    paths.INDOOR_MODELS: indoor_models,
-    paths.INTERNAL_DIGITAL_ASSETS: manuals,
+    CONTRACTORS.path: contractors,
+    INDOOR_MODELS.path: indoor_models,
+    MANUALS.path: manuals,
     paths.PIM_IMAGE_SYNC: pim_image_sync,
     **{paths.unit_path(slug): unit_list(slug) for slug in paths.UNIT_SLUGS},
 }
@@ -275,7 +282,7 @@ EXACT: dict[str, Handler] = {
 PREFIXED: tuple[tuple[str, Handler], ...] = (
     *((paths.unit_path(slug) + "/", unit_lookup(slug)) for slug in paths.UNIT_SLUGS),
     (paths.UNITS_RESOLVER + "/", resolve_unit),
-    (paths.PAIRINGS_LIST + "/", one_pairing),
+    (PAIRINGS.path + "/", one_pairing),
     (paths.LEADS + "/", lead_detail),
 )
 BLOCKING = frozenset({manuals})  # run in a worker thread: they wait on the network

@@ -15,9 +15,11 @@ from starlette.types import ASGIApp
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
+from ductwork.contract.paths import Family
 from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
+from serve.documents import add_document_routes
 from serve.fast_answers import FastAnswers
 from serve.gzip_cache import CompressWhenAsked
 from serve.live_snapshot import LiveSnapshot
@@ -28,6 +30,14 @@ from serve.responses import error_response
 from serve.routers import crm, health, internal, products, warehouse
 
 log = logging.getLogger("ductwork.serve")
+# The router of each path family; the document streams' routes are added to theirs once.
+ROUTERS = {
+    Family.PRODUCTS: products.router,
+    Family.WAREHOUSE: warehouse.router,
+    Family.CRM: crm.router,
+    Family.INTERNAL: internal.router,
+}
+add_document_routes(ROUTERS)
 
 
 @dataclass(frozen=True)
@@ -103,13 +113,11 @@ def create_app(
     counter = LimitCounter(
         serve.rate_limit_url, None if app.state.metrics.shared else app.state.metrics.registry
     )
-    app.state.indoor_models_limit = RequestLimit(
-        counter, "indoor-models", serve.serve_indoor_models_per_second
-    )
+    app.state.keyless_limit = RequestLimit(counter, "keyless", serve.serve_indoor_models_per_second)
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
     _install_error_handlers(app)
-    for family in (products, warehouse, crm, internal):
-        app.include_router(family.router)
+    for router in ROUTERS.values():
+        app.include_router(router)
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)
     app.add_middleware(FastAnswers)  # innermost of ours: CORS, gzip and telemetry still apply

@@ -16,6 +16,8 @@ import duckdb
 from ductwork.contract import envelopes
 from ductwork.contract.params import page_bounds, pagination
 from ductwork.contract.paths import UNIT_SLUGS
+from ductwork.streams.registry import PAIRINGS, PRODUCTS
+from warehouse_sql import stream_section
 
 UNIT_FILTERS: tuple[str, ...] = ("series.name", "family.name", "brand")
 Envelope = Callable[[Sequence[bytes], dict[str, int]], bytes]
@@ -111,7 +113,7 @@ def load_catalog(con: duckdb.DuckDBPyConnection) -> CatalogIndex:
     catalog = OrderedRecords()
     catalog_by_type = {slug: OrderedRecords() for slug in UNIT_SLUGS}
     for sku, unit_type, record in con.execute(
-        "SELECT sku, unit_type, record FROM catalog_items ORDER BY sku"
+        stream_section(PRODUCTS.sql, "served_items")
     ).fetchall():
         body = record.encode()
         catalog.add(sku, body)
@@ -120,8 +122,7 @@ def load_catalog(con: duckdb.DuckDBPyConnection) -> CatalogIndex:
 
     units = {slug: OrderedRecords(UNIT_FILTERS) for slug in UNIT_SLUGS}
     for slug, sku, series, family, brand, record in con.execute(
-        "SELECT unit_type, sku, series_name, family_name, brand, record "
-        "FROM units ORDER BY unit_type, sku"
+        stream_section(PRODUCTS.sql, "served_units")
     ).fetchall():
         if slug in units:
             units[slug].add(sku, record.encode(), (_lower(series), _lower(family), _lower(brand)))
@@ -134,14 +135,12 @@ def load_catalog(con: duckdb.DuckDBPyConnection) -> CatalogIndex:
 
     pairings = OrderedRecords(("relType",))
     for relationship_id, rel_type, record in con.execute(
-        "SELECT relationship_id, rel_type, record FROM pairings ORDER BY relationship_id"
+        stream_section(PAIRINGS.sql, "served")
     ).fetchall():
         pairings.add(str(relationship_id), record.encode(), (rel_type,))
     pairing_position = {int(key): i for i, key in enumerate(pairings.keys)}
     pairings_by_sku: dict[str, set[int]] = defaultdict(set)
-    for relationship_id, sku in con.execute(
-        "SELECT relationship_id, sku FROM pairing_products WHERE sku IS NOT NULL"
-    ).fetchall():
+    for relationship_id, sku in con.execute(stream_section(PAIRINGS.sql, "served_skus")).fetchall():
         if relationship_id in pairing_position:
             pairings_by_sku[sku].add(pairing_position[relationship_id])
     return CatalogIndex(

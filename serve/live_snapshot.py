@@ -23,8 +23,10 @@ import duckdb
 
 from ductwork import snapshots
 from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.streams.model import Serving
+from ductwork.streams.registry import STREAMS
 from serve.catalog_index import CatalogIndex, load_catalog
-from serve.small_answers import SmallAnswers, load_small_answers
+from serve.held_answers import HeldAnswers, load_held_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
 
 log = logging.getLogger("ductwork.serve")
@@ -37,9 +39,8 @@ class ServingState:
     version: str
     published_at: float
     catalog: CatalogIndex
-    small: SmallAnswers
-    digital_assets: PositionedList
-    leads: PositionedList
+    held: HeldAnswers
+    lists: dict[str, PositionedList]  # the large lists, by stream name
     reader: SnapshotReader
     lease: snapshots.Lease
 
@@ -67,17 +68,31 @@ def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> 
             version=snapshot.version,
             published_at=snapshot.path.stat().st_mtime,
             catalog=load_catalog(con),
-            small=load_small_answers(con),
-            digital_assets=load_list(
-                reader, "serving_digital_assets", "updated_us", False, cache_bytes, snapshot.path
-            ),
-            leads=load_list(reader, "serving_leads", "created_us", True, cache_bytes),
+            held=load_held_answers(con),
+            lists=_load_lists(reader, snapshot, cache_bytes),
             reader=reader,
             lease=lease,
         )
     except BaseException:
         lease.release()
         raise
+
+
+def _load_lists(
+    reader: SnapshotReader, snapshot: snapshots.Snapshot, cache_bytes: int
+) -> dict[str, PositionedList]:
+    """Every large list of the snapshot: a list paged by number is mapped from a record file
+    (a page is one slice); a list paged by cursor keeps its ids, to break ties of its time
+    key, and reads records by position through its cache."""
+    lists: dict[str, PositionedList] = {}
+    for stream in STREAMS:
+        if stream.numbered_list is None:
+            continue
+        table, base = stream.numbered_list
+        by_cursor = stream.serving == Serving.CURSOR_LIST
+        record_file = None if by_cursor else snapshot.path
+        lists[stream.name] = load_list(reader, table, base, by_cursor, cache_bytes, record_file)
+    return lists
 
 
 class LiveSnapshot:

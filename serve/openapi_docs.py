@@ -20,6 +20,14 @@ from ductwork.contract import paths
 from ductwork.contract.errors import JSON, PROBLEM_JSON
 from ductwork.contract.leads import LEAD_LIST_FIELDS
 from ductwork.contract.params import MAX_COUNT, MAX_INTEGER, REL_TYPES
+from ductwork.streams.registry import (
+    CONTRACTORS,
+    INDOOR_MODELS,
+    MANUALS,
+    PAIRINGS,
+    STREAMS,
+    SUBMITTALS,
+)
 from serve import openapi_schemas as schemas
 from serve.deps import require_ops
 
@@ -77,6 +85,8 @@ def _fields_pattern() -> str:
     return f"^{piece}(?:,{piece})*$"
 
 
+# The paths the spec declares without ``Authorization``.
+OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 _DATE_TIME: Schema = {"type": "string", "format": "date-time"}
 _COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "default": 100}
 PARAMETER_SCHEMAS: dict[str, Schema] = {
@@ -93,7 +103,7 @@ PARAMETER_SCHEMAS: dict[str, Schema] = {
 
 # Rules between parameters, which OpenAPI 3.1 cannot state: written where a reader looks.
 RULES: dict[str, str] = {
-    paths.SUBMITTAL_DATA: (
+    SUBMITTALS.path: (
         "At least one of `idu` and `odu` is required (an empty value counts as absent): "
         "neither is a 400. Unknown combination: 404 with `data: {}`."
     ),
@@ -109,15 +119,15 @@ def _answers() -> dict[str, Schema]:
     answers = {
         paths.PRODUCTS_LIST: schemas.product_list(schemas.CATALOG_ITEM),
         paths.UNITS_RESOLVER + "/{sku}": schemas.lookup(schemas.UNIT),
-        paths.PAIRINGS_LIST: schemas.PAIRING_LIST,
-        paths.PAIRINGS_LIST + "/{relationship_id}": schemas.lookup(schemas.PAIRING),
+        PAIRINGS.path: schemas.PAIRING_LIST,
+        PAIRINGS.path + "/{relationship_id}": schemas.lookup(schemas.PAIRING),
         paths.WAREHOUSE_DIGITAL_ASSETS: schemas.ASSET_LIST,
-        paths.SUBMITTAL_DATA: schemas.lookup(schemas.SUBMITTAL),
+        SUBMITTALS.path: schemas.lookup(schemas.SUBMITTAL),
         paths.LEADS: schemas.lookup({"type": "array", "items": schemas.LEAD_ITEM}),
         paths.LEADS + "/{lead_id}": schemas.LEAD_DETAIL,
-        paths.CONTRACTORS: schemas.CONTRACTORS,
-        paths.INDOOR_MODELS: schemas.INTERNAL_LIST_OF["indoor"],
-        paths.INTERNAL_DIGITAL_ASSETS: schemas.INTERNAL_LIST_OF["manuals"],
+        CONTRACTORS.path: schemas.CONTRACTORS,
+        INDOOR_MODELS.path: schemas.INTERNAL_LIST_OF["indoor"],
+        MANUALS.path: schemas.INTERNAL_LIST_OF["manuals"],
         paths.PIM_IMAGE_SYNC: schemas.JOB_STARTED,
         "/healthz": schemas.HEALTH,
         "/readyz": schemas.READY,
@@ -131,7 +141,7 @@ def _answers() -> dict[str, Schema]:
 def _needs_key(path: str, public_docs: bool) -> bool:
     if path == "/metrics":
         return not public_docs
-    return paths.family_of(path) is not None and path != paths.INDOOR_MODELS
+    return paths.family_of(path) is not None and path not in OPEN_PATHS
 
 
 def build_document(app: FastAPI, public_docs: bool) -> Schema:

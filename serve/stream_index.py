@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from ductwork.snapshots import record_file_name, record_file_names
 from serve import record_file
 from serve.record_file import RecordFile
-from warehouse_sql import NUMBERED_LISTS
+from warehouse_sql import fill, section
 
 log = logging.getLogger("ductwork.serve")
 NO_TIME = np.iinfo(np.int64).max
@@ -37,30 +37,6 @@ CHUNK = 1000  # positions per cached read: one page at the largest page size
 CACHE_BYTES = 128 << 20  # per list and worker, unless the settings say otherwise
 
 
-def _range_query(table: str, base: str | None, column: str) -> str:
-    """The query for positions ``[?, ?)`` of a numbered list, selecting ``column`` (an
-    expression of the record's columns): through ``row_id`` into ``base``, or from the list
-    itself when ``base`` is None (a snapshot of an earlier release copied the records there)."""
-    if base is None:
-        return f"SELECT {column} FROM {table} WHERE pos >= ? AND pos < ? ORDER BY pos"
-    return (
-        f"SELECT b.{column} FROM {table} AS n JOIN {base} AS b ON b.rowid = n.row_id "
-        "WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos"
-    )
-
-
-# Queries by table, written here once; only positions travel as parameters. Snapshots published
-# by earlier releases copied the records into the numbered lists (and have no ``row_id``); they
-# are still served until the next publish replaces them.
-_RANGE_SQL = {table: _range_query(table, base, "record") for table, base in NUMBERED_LISTS.items()}
-_COPIED_RANGE_SQL = {table: _range_query(table, None, "record") for table in NUMBERED_LISTS}
-# Records by position range, each followed by the comma that joins it to the next: the content
-# of a record file (serve/record_file.py), read a range at a time, since one query over the
-# whole list would hold all of it in DuckDB's memory at once.
-_WRITE_SQL = {
-    table: _range_query(table, base, "record || ','") for table, base in NUMBERED_LISTS.items()
-}
-_COPIED_WRITE_SQL = {table: _range_query(table, None, "record || ','") for table in NUMBERED_LISTS}
 WRITE_RANGE = 100_000  # positions per query while writing a record file
 
 
@@ -208,33 +184,30 @@ class PositionedList:
         return b",".join(await self.page(start, end))
 
 
+def _statement(name: str, table: str, base: str) -> str:
+    return fill(section("positioned_lists", name), list=table, base=base)
+
+
 def load_list(
     reader: SnapshotReader,
     table: str,
-    key_column: str,
+    base: str,
     with_ids: bool,
     cache_bytes: int = CACHE_BYTES,
     snapshot: Path | None = None,
 ) -> PositionedList:
-    """Read the sort keys of a numbered serving table; its records are cached up to
-    ``cache_bytes``, or, given the ``snapshot`` file read, mapped from a record file."""
-    id_part = ", id" if with_ids else ""
-    query = f"SELECT {key_column}{id_part} FROM {table} ORDER BY pos"
-    table_arrow = reader.cursor().sql(query).to_arrow_table()
+    """Read the sort keys of a numbered serving table whose positions point into ``base``;
+    its records are cached up to ``cache_bytes``, or, given the ``snapshot`` file read,
+    mapped from a record file."""
+    keys_query = _statement("keys_and_ids" if with_ids else "keys", table, base)
+    table_arrow = reader.cursor().sql(keys_query).to_arrow_table()
     keys = table_arrow.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     ids = table_arrow.column(1).to_pylist() if with_ids else None
-    columns = reader.rows(
-        "SELECT column_name FROM duckdb_columns() "
-        "WHERE database_name = current_database() AND table_name = ?",
-        [table],
-    )
-    pointing = ("row_id",) in columns
-    range_sql = (_RANGE_SQL if pointing else _COPIED_RANGE_SQL)[table]
+    range_sql = _statement("records", table, base)
     listing = PositionedList(reader, range_sql, keys, ids, ChunkCache(cache_bytes))
     if snapshot is not None:
-        query = (_WRITE_SQL if pointing else _COPIED_WRITE_SQL)[table]
         # Read only if no worker wrote the file yet.
-        batches = _every_record(reader, query, len(keys))
+        batches = _every_record(reader, _statement("records_with_commas", table, base), len(keys))
         name = record_file_name(snapshot, table)
         try:
             siblings = record_file_names(snapshot)

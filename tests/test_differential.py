@@ -14,18 +14,14 @@ import pytest
 
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import (
-    CONTRACTORS,
-    INDOOR_MODELS,
-    INTERNAL_DIGITAL_ASSETS,
     LEADS,
-    PAIRINGS_LIST,
     PRODUCTS_LIST,
-    SUBMITTAL_DATA,
     UNITS_RESOLVER,
     WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
 from ductwork.contract.paths import UNIT_SLUGS as SLUGS
+from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, MANUALS, PAIRINGS, SUBMITTALS
 from sandbox.server import SandboxHandle
 from tests.conftest import ReadApi
 from tests.helpers.api import (
@@ -44,11 +40,11 @@ def test_full_traversals_of_every_catalog_list_match(
     upstream: SandboxHandle, read_api: ReadApi
 ) -> None:
     requests: list[Request] = []
-    for path in [PRODUCTS_LIST, PAIRINGS_LIST, *(unit_path(s) for s in SLUGS)]:
+    for path in [PRODUCTS_LIST, PAIRINGS.path, *(unit_path(s) for s in SLUGS)]:
         requests += all_pages(upstream, path, 1000)
         requests += all_pages(upstream, path, 137)[:3]
     requests += [(PRODUCTS_LIST, {"category": slug, "count": 500}) for slug in SLUGS]
-    requests += [(PRODUCTS_LIST, {}), (PAIRINGS_LIST, {}), (unit_path(SLUGS[0]), {"page": 2})]
+    requests += [(PRODUCTS_LIST, {}), (PAIRINGS.path, {}), (unit_path(SLUGS[0]), {"page": 2})]
     assert compare_all(upstream, read_api, requests, both_keys(upstream, read_api)) > 20
 
 
@@ -103,20 +99,20 @@ def test_pairings_filters_and_single_pairings_match(
 ) -> None:
     headers = {"Authorization": f"Bearer {upstream.api_key}"}
     pairings = []
-    for path, query in all_pages(upstream, PAIRINGS_LIST, 1000):
+    for path, query in all_pages(upstream, PAIRINGS.path, 1000):
         pairings += httpx.get(upstream.url + path, params=query, headers=headers).json()["data"][
             "pairings"
         ]
     rng = random.Random(9)
     requests: list[Request] = []
     for pairing in rng.sample(pairings, min(60, len(pairings))):
-        requests.append((f"{PAIRINGS_LIST}/{pairing['relationshipId']}", {}))
+        requests.append((f"{PAIRINGS.path}/{pairing['relationshipId']}", {}))
         for product in pairing["products"]:
-            requests.append((PAIRINGS_LIST, {"sku": product["sku"]}))
-            requests.append((PAIRINGS_LIST, {"sku": product["sku"], "relType": pairing["relType"]}))
+            requests.append((PAIRINGS.path, {"sku": product["sku"]}))
+            requests.append((PAIRINGS.path, {"sku": product["sku"], "relType": pairing["relType"]}))
     for rel_type in ("Pairing", "Standalone", "Combinations"):
-        requests.append((PAIRINGS_LIST, {"relType": rel_type, "count": 1000}))
-    requests += [(f"{PAIRINGS_LIST}/999999999", {}), (PAIRINGS_LIST, {"sku": "nothing"})]
+        requests.append((PAIRINGS.path, {"relType": rel_type, "count": 1000}))
+    requests += [(f"{PAIRINGS.path}/999999999", {}), (PAIRINGS.path, {"sku": "nothing"})]
     compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
@@ -129,11 +125,11 @@ BAD_INPUTS: list[Request] = [
     (PRODUCTS_LIST, {"category": "bogus"}),
     (unit_path("indoor-units"), {"count": -1}),
     (unit_path("accessories"), {"page": "2x"}),
-    (PAIRINGS_LIST, {"relType": "Bogus"}),
-    (PAIRINGS_LIST, {"relType": "pairing"}),
-    (PAIRINGS_LIST, {"count": 99999999999999999999}),
-    (f"{PAIRINGS_LIST}/abc", {}),
-    (f"{PAIRINGS_LIST}/1.5", {}),
+    (PAIRINGS.path, {"relType": "Bogus"}),
+    (PAIRINGS.path, {"relType": "pairing"}),
+    (PAIRINGS.path, {"count": 99999999999999999999}),
+    (f"{PAIRINGS.path}/abc", {}),
+    (f"{PAIRINGS.path}/1.5", {}),
     ("/products/v2.0/no-such-list", {}),
 ]
 
@@ -150,8 +146,8 @@ def test_missing_and_wrong_keys_answer_401_alike(
         (PRODUCTS_LIST, {}),
         (f"{unit_path('branch-boxes')}/ANY", {}),
         (f"{UNITS_RESOLVER}/ANY", {}),
-        (PAIRINGS_LIST, {"relType": "Bogus"}),
-        (f"{PAIRINGS_LIST}/1", {}),
+        (PAIRINGS.path, {"relType": "Bogus"}),
+        (f"{PAIRINGS.path}/1", {}),
         *((unit_path(slug), {}) for slug in SLUGS),
     ]
     compare_all(upstream, read_api, requests, keys)
@@ -185,16 +181,16 @@ def test_digital_asset_pages_and_updated_after_ties_match(
 
 def test_every_submittal_pair_matches(upstream: SandboxHandle, read_api: ReadApi) -> None:
     requests: list[Request] = []
-    for path, query in all_pages(upstream, PAIRINGS_LIST, 1000):
+    for path, query in all_pages(upstream, PAIRINGS.path, 1000):
         for pairing in get_json(upstream, path, **query)["data"]["pairings"]:
             srns = [p["srn"] for p in pairing["products"]]
             if pairing["relType"] == "Pairing":
-                requests.append((SUBMITTAL_DATA, {"idu": srns[0], "odu": srns[1]}))
-                requests.append((SUBMITTAL_DATA, {"idu": srns[0]}))
+                requests.append((SUBMITTALS.path, {"idu": srns[0], "odu": srns[1]}))
+                requests.append((SUBMITTALS.path, {"idu": srns[0]}))
             elif pairing["relType"] == "Standalone":
-                requests.append((SUBMITTAL_DATA, {"idu": srns[0]}))
-                requests.append((SUBMITTAL_DATA, {"odu": srns[0]}))
-    requests += [(SUBMITTAL_DATA, {}), (SUBMITTAL_DATA, {"idu": "nope", "odu": "nope"})]
+                requests.append((SUBMITTALS.path, {"idu": srns[0]}))
+                requests.append((SUBMITTALS.path, {"odu": srns[0]}))
+    requests += [(SUBMITTALS.path, {}), (SUBMITTALS.path, {"idu": "nope", "odu": "nope"})]
     compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
 
@@ -232,9 +228,9 @@ def test_lead_details_match(upstream: SandboxHandle, read_api: ReadApi) -> None:
 
 def test_internal_lists_match(upstream: SandboxHandle, read_api: ReadApi) -> None:
     requests: list[Request] = [
-        (CONTRACTORS, {}),
-        (INDOOR_MODELS, {}),
-        (INTERNAL_DIGITAL_ASSETS, {}),
+        (CONTRACTORS.path, {}),
+        (INDOOR_MODELS.path, {}),
+        (MANUALS.path, {}),
         ("/internal/v1.0/no-such-path", {}),
     ]
     compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
@@ -246,11 +242,11 @@ def test_every_family_answers_401_in_its_own_style(
 ) -> None:
     requests: list[Request] = [
         (WAREHOUSE_DIGITAL_ASSETS, {}),
-        (SUBMITTAL_DATA, {"idu": "x"}),
+        (SUBMITTALS.path, {"idu": "x"}),
         (LEADS, {}),
         (f"{LEADS}/x", {}),
-        (CONTRACTORS, {}),
-        (INTERNAL_DIGITAL_ASSETS, {}),
+        (CONTRACTORS.path, {}),
+        (MANUALS.path, {}),
         ("/internal/v1.0/jobs/pim-image-sync", {}),
     ]
     compare_all(upstream, read_api, requests, keys)

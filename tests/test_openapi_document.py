@@ -10,6 +10,7 @@ import pytest
 
 from ductwork.contract import paths
 from ductwork.contract.params import MAX_COUNT, MAX_INTEGER
+from ductwork.streams.registry import INDOOR_MODELS, SUBMITTALS
 from tests.conftest import ReadApi
 
 
@@ -44,7 +45,7 @@ def test_every_keyed_operation_declares_the_bearer_scheme(document: dict[str, An
     scheme = document["components"]["securitySchemes"]["bearerAuth"]
     assert scheme == {**scheme, "type": "http", "scheme": "bearer"}
     for path, operation in operations(document):
-        open_path = path in ("/healthz", "/readyz", paths.INDOOR_MODELS)
+        open_path = path in ("/healthz", "/readyz", INDOOR_MODELS.path)
         expected = [] if open_path else [{"bearerAuth": []}]
         assert operation["security"] == expected, path
         if not open_path:
@@ -71,7 +72,7 @@ def test_every_integer_parameter_states_its_bounds(document: dict[str, Any]) -> 
 @pytest.mark.parametrize(
     ("path", "words"),
     [
-        (paths.SUBMITTAL_DATA, "At least one of `idu` and `odu`"),
+        (SUBMITTALS.path, "At least one of `idu` and `odu`"),
         (paths.LEADS, "`cursorCreatedDate` and `cursorId` come together"),
     ],
 )

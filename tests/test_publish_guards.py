@@ -13,16 +13,18 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from assets.checks import CheckInputs, evaluate, keys_unique_and_present
-from assets.internal import internal_manuals
 from assets.resources import DataHome
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
+from ductwork.streams.model import Table
+from ductwork.streams.registry import MANUALS
 from tests.conftest import home_with_published_snapshot
 
 
 def run_manuals_check(home: Path) -> dg.AssetCheckResult:
     """The manuals table's blocking check, run on ``home``."""
-    key, rule = keys_unique_and_present(internal_manuals.key, "manuals", ["key"])
+    step = MANUALS.steps[0]
+    key, rule = keys_unique_and_present(dg.AssetKey(step.asset), step.table)
     settings = HomeSettings(home=home)
     with ExitStack() as stack:
         inputs = CheckInputs.standalone(
@@ -60,7 +62,7 @@ def test_a_full_table_passes_and_a_first_sync_is_never_blocked_by_emptiness(
     assert run_manuals_check(full).passed
 
 
-def test_a_key_duckdb_enforces_is_trusted_and_one_it_does_not_is_counted(
+def test_a_key_duckdb_enforces_is_trusted_and_a_table_not_keyed_so_fails_its_check(
     synced_home: Path, tmp_path: Path
 ) -> None:
     trusted = run_manuals_check(synced_home)
@@ -75,15 +77,15 @@ def test_a_key_duckdb_enforces_is_trusted_and_one_it_does_not_is_counted(
     with duckdb.connect(str(warehouse)) as con:
         con.execute("CREATE TABLE loose (k VARCHAR)")  # no key constraint
         con.execute("INSERT INTO loose VALUES ('a'), ('a'), (NULL), ('b')")
-    key, rule = keys_unique_and_present(dg.AssetKey("loose"), "loose", ["k"])
+    key, rule = keys_unique_and_present(dg.AssetKey("loose"), Table("loose", ("k",)))
     with ExitStack() as stack:
         inputs = CheckInputs.standalone(
             key, DuckDBResource(database=str(warehouse)), DataHome(path=str(tmp_path)), stack
         )
         counted = evaluate(rule, inputs)
     assert not counted.passed
-    assert counted.metadata["null_keys"].value == 1
-    assert counted.metadata["duplicate_keys"].value == 2  # four rows, two distinct keys
+    assert counted.metadata["keys_enforced_by"].value.startswith("nothing")
+    assert counted.metadata["rows"].value == 4
 
 
 def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(

@@ -18,6 +18,7 @@ from ductwork.contract import paths
 from ductwork.keys import KeyStore
 from ductwork.local_server import free_socket, serving
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
+from ductwork.streams.registry import INDOOR_MODELS
 from serve.app import create_app
 from serve.record_file import RecordFile
 from tests.conftest import home_with_published_snapshot
@@ -148,7 +149,7 @@ def indoor_models(url: str, forwarded_for: list[str]) -> list[int]:
     """The statuses of one key-less call per ``X-Forwarded-For`` value, in a quick row."""
     with httpx.Client(timeout=30) as client:
         return [
-            client.get(f"{url}{paths.INDOOR_MODELS}", headers={"X-Forwarded-For": sent}).status_code
+            client.get(f"{url}{INDOOR_MODELS.path}", headers={"X-Forwarded-For": sent}).status_code
             for sent in forwarded_for
         ]
 

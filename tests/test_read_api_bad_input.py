@@ -13,15 +13,13 @@ from yarl import URL
 
 from ductwork.contract.params import MAX_INTEGER
 from ductwork.contract.paths import (
-    INTERNAL_DIGITAL_ASSETS,
     LEADS,
-    PAIRINGS_LIST,
     PRODUCTS_LIST,
-    SUBMITTAL_DATA,
     UNITS_RESOLVER,
     WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
+from ductwork.streams.registry import MANUALS, PAIRINGS, SUBMITTALS
 from sandbox.server import SandboxHandle
 from tests.conftest import ReadApi
 from tests.helpers.api import both_keys, compare_all
@@ -79,15 +77,15 @@ def bad_requests() -> list[str]:
         targets += [
             f"{unit_path('indoor-units')}/{sku}",
             f"{UNITS_RESOLVER}/{sku}",
-            f"{PAIRINGS_LIST}?sku={sku}",
+            f"{PAIRINGS.path}?sku={sku}",
             f"{LEADS}/{sku}",
-            f"{SUBMITTAL_DATA}?idu={sku}&odu={sku}",
+            f"{SUBMITTALS.path}?idu={sku}&odu={sku}",
         ]
     for query in LIST_QUERIES:
         targets += [
             f"{PRODUCTS_LIST}?{query}",
             f"{unit_path('outdoor-units')}?{query}",
-            f"{PAIRINGS_LIST}?{query}",
+            f"{PAIRINGS.path}?{query}",
             f"{WAREHOUSE_DIGITAL_ASSETS}?{query}",
             f"{LEADS}?{query}",
         ]
@@ -95,8 +93,8 @@ def bad_requests() -> list[str]:
         f"{PRODUCTS_LIST}?category={SQL_LIKE}",
         f"{PRODUCTS_LIST}?category=indoor-units&category=outdoor-units",
         f"{unit_path('indoor-units')}?series.name={SQL_LIKE}&brand=%25",
-        f"{PAIRINGS_LIST}?relType={SQL_LIKE}",
-        f"{PAIRINGS_LIST}?relType=1&relType=2",
+        f"{PAIRINGS.path}?relType={SQL_LIKE}",
+        f"{PAIRINGS.path}?relType=1&relType=2",
         f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={SQL_LIKE}",
         f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-13-45T99:99:99Z",
         f"{LEADS}?cursorCreatedDate={SQL_LIKE}&cursorId=x",
@@ -106,9 +104,9 @@ def bad_requests() -> list[str]:
         f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
         f"{LEADS}?fields={SQL_LIKE}",
         f"{LEADS}?fields=Id,Id,%2F,,",
-        f"{SUBMITTAL_DATA}?idu=",
-        f"{SUBMITTAL_DATA}?unknown=1",
-        f"{INTERNAL_DIGITAL_ASSETS}?count={HUGE}&page=-1",
+        f"{SUBMITTALS.path}?idu=",
+        f"{SUBMITTALS.path}?unknown=1",
+        f"{MANUALS.path}?count={HUGE}&page=-1",
     ]
     return targets
 
@@ -151,7 +149,7 @@ def test_bad_input_gets_the_upstreams_own_answer(
         PRODUCTS_LIST,
         WAREHOUSE_DIGITAL_ASSETS,
         LEADS,
-        INTERNAL_DIGITAL_ASSETS,
+        MANUALS.path,
         "/healthz",
         "/metrics",
     ],
@@ -175,7 +173,7 @@ def test_every_405_names_get_in_its_allow_header_in_the_familys_style(
 
 
 @pytest.mark.parametrize(
-    "path", [PRODUCTS_LIST, unit_path("ventilation"), PAIRINGS_LIST, WAREHOUSE_DIGITAL_ASSETS]
+    "path", [PRODUCTS_LIST, unit_path("ventilation"), PAIRINGS.path, WAREHOUSE_DIGITAL_ASSETS]
 )
 def test_the_largest_documented_page_is_answered_and_one_more_is_a_400(
     read_api: ReadApi, path: str

@@ -15,6 +15,7 @@ from ductwork import snapshots
 from ductwork.keys import KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
+from ductwork.streams.registry import DIGITAL_ASSETS
 from serve import record_file
 from serve.app import create_app
 from serve.live_snapshot import load_state
@@ -92,7 +93,7 @@ def test_the_mapped_digital_assets_are_the_records_the_snapshot_holds(synced_hom
     assert published is not None
     state = load_state(published)
     try:
-        listing = state.digital_assets
+        listing = state.lists[DIGITAL_ASSETS.name]
         assert listing.whole is not None and len(listing.whole) == len(listing) > 0
         for start, end in [(0, 100), (950, 1050), (len(listing) - 5, len(listing) + 5)]:
             read = listing.records(start, min(end, len(listing)))  # through the range query

@@ -26,6 +26,7 @@ from ductwork.keys import KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings
 from ductwork.snapshot_store import SnapshotStore
+from ductwork.streams.registry import PAIRINGS
 from sandbox.server import SandboxHandle
 from serve.app import create_app
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
@@ -91,7 +92,7 @@ LOAD_PATHS = (
     f"{paths.PRODUCTS_LIST}?count=100&page=1",
     f"{paths.WAREHOUSE_DIGITAL_ASSETS}?count=100&page=2",
     f"{paths.LEADS}?count=25",
-    f"{paths.PAIRINGS_LIST}?count=50",
+    f"{PAIRINGS.path}?count=50",
 )
 
 

@@ -8,18 +8,11 @@ from dagster._utils.error import SerializableErrorInfo
 from pipelines.run_progress import StepLine, failure_reason, rows_changed, snapshot_line
 
 
-def test_a_list_stored_whole_counts_as_changed_only_when_its_content_changed() -> None:
-    assert rows_changed({"dagster/row_count": 400, "unchanged": True}) == 0
-    assert rows_changed({"dagster/row_count": 400, "unchanged": False}) == 400
-    assert rows_changed({"dagster/row_count": 400, "unchanged": dg.BoolMetadataValue(False)}) == 400
-
-
-def test_incremental_streams_count_the_rows_they_wrote_or_deleted_not_their_size() -> None:
-    assets = {"dagster/row_count": 20_000, "rows_upserted": 12, "rows_deleted": 3}
-    leads = {"dagster/row_count": 15_000, "leads_new_or_resumed": 7, "leads_revisited": 458}
-    assert rows_changed(assets) == 15
-    assert rows_changed(leads) == 7
-    assert rows_changed({"dagster/row_count": 15_000, "details_fetched": 0}) == 0
+def test_rows_changed_are_what_a_step_reports_it_wrote_or_deleted_not_its_size() -> None:
+    assert rows_changed({"dagster/row_count": 400, "rows_changed": 0}) == 0
+    assert rows_changed({"dagster/row_count": 20_000, "rows_changed": 15}) == 15
+    assert rows_changed({"dagster/row_count": 400, "rows_changed": dg.IntMetadataValue(7)}) == 7
+    assert rows_changed({"dagster/row_count": 400}) == 0  # not a stream's step: no count
 
 
 def test_a_step_line_names_its_assets_rows_checks_and_seconds() -> None:

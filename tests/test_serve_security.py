@@ -19,6 +19,7 @@ from ductwork.contract.paths import Family, family_of
 from ductwork.keys import OPS_SCOPE, SCOPE_OF, SCOPES, KeyStore
 from ductwork.local_server import serving
 from ductwork.settings import HomeSettings, ServeSettings
+from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, MANUALS, PAIRINGS, SUBMITTALS
 from serve.app import create_app
 from tests.conftest import ReadApi
 
@@ -26,17 +27,17 @@ from tests.conftest import ReadApi
 # (authentication comes before the lookup, so the key decides the answer, not the record).
 PROTECTED_PATHS: tuple[str, ...] = (
     paths.PRODUCTS_LIST,
-    paths.PAIRINGS_LIST,
-    f"{paths.PAIRINGS_LIST}/1",
+    PAIRINGS.path,
+    f"{PAIRINGS.path}/1",
     f"{paths.UNITS_RESOLVER}/ANY-SKU",
     *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
     *(f"{paths.unit_path(slug)}/ANY-SKU" for slug in paths.UNIT_SLUGS),
     paths.WAREHOUSE_DIGITAL_ASSETS,
-    f"{paths.SUBMITTAL_DATA}?idu=X",
+    f"{SUBMITTALS.path}?idu=X",
     paths.LEADS,
     f"{paths.LEADS}/00Q-ANY",
-    paths.CONTRACTORS,
-    paths.INTERNAL_DIGITAL_ASSETS,
+    CONTRACTORS.path,
+    MANUALS.path,
     paths.PIM_IMAGE_SYNC,
 )
 
@@ -53,7 +54,7 @@ def test_the_auth_matrix_covers_every_documented_path_that_needs_a_key(read_api:
     needing_key = {
         path.split("{")[0] + ("{}" if "{" in path else "")
         for path in documented
-        if family_of(path) is not None and path != paths.INDOOR_MODELS
+        if family_of(path) is not None and path != INDOOR_MODELS.path
     }
     assert needing_key == {_template(path) for path in PROTECTED_PATHS}
 
@@ -157,7 +158,7 @@ def test_a_key_over_its_limit_gets_429_with_retry_after_while_another_key_is_ser
 def test_keyless_indoor_models_are_limited_per_client_address_with_a_429_problem(
     strict_api: str,
 ) -> None:
-    passed, refused = first_refusal(f"{strict_api}{paths.INDOOR_MODELS}", {})
+    passed, refused = first_refusal(f"{strict_api}{INDOOR_MODELS.path}", {})
     assert passed >= 2
     assert refused.headers["content-type"].startswith(PROBLEM_JSON)
     assert refused.json()["type"] == "/problems/rate-limited"

@@ -25,6 +25,7 @@ from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings
+from ductwork.streams.registry import PAIRINGS
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer
 from tests.helpers.serve_process import start_serve, stop_serve
@@ -148,7 +149,7 @@ def client_loop(base: str, key: str, record: LoadRecord, stop: threading.Event, 
                     client, record, base, paths.WAREHOUSE_DIGITAL_ASSETS, lambda a: a["assetId"]
                 )
             elif choice == 2:
-                walk_list(client, record, base, paths.PAIRINGS_LIST, lambda p: p["relationshipId"])
+                walk_list(client, record, base, PAIRINGS.path, lambda p: p["relationshipId"])
             else:
                 leads = timed_get(client, record, f"{base}{paths.LEADS}?count=50")
                 if leads is None:

@@ -97,7 +97,7 @@ def test_a_shrunken_table_fails_its_check_blocks_the_publish_and_a_full_refresh_
         )
     assert after["mode"] == "reconcile"
     assert after["dagster/row_count"] == live
-    assert after["bookmark_epoch_s"] > 0  # the watermark, numeric so the UI can plot it
+    assert after["resume_point_epoch_s"] > 0  # the watermark, numeric so the UI can plot it
     assert complete and counts["reported_total"] == counts["rows"] == live
     assert publishes(tmp_path) == 2
 
@@ -210,7 +210,7 @@ def test_completeness_fails_when_rows_fall_short_of_the_upstream_total(tmp_path:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--reset-bookmark", "pairings"], "keeps no bookmark"),
+        (["--reset-bookmark", "pairings"], "keeps no resume point"),
         (["--full-refresh", "no_such_stream"], "unknown stream 'no_such_stream'"),
     ],
 )
@@ -224,7 +224,8 @@ def test_stream_controls_name_what_they_cannot_do(
 
 
 def test_every_synced_stream_has_blocking_stream_checks_and_a_freshness_policy() -> None:
-    from pipelines.definitions import ALL_CHECKS, SYNCED_KEYS
+    from assets.streams import SYNCED_KEYS
+    from pipelines.definitions import ALL_CHECKS
 
     graph = defs.resolve_asset_graph()
     blocking = {spec.key for check in ALL_CHECKS for spec in check.check_specs if spec.blocking}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ductwork.store.columns import Columns
 from ductwork.upstream.bounded_map import map_bounded
+from ductwork.warehouse.columns import Columns
 from pipelines.sync_command import freeze_what_is_loaded
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer

@@ -12,11 +12,11 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.catalog import CATALOG_KEYS
 from ductwork import snapshots
 from ductwork.contract.encoding import format_datetime, loads, parse_datetime
 from ductwork.contract.paths import UNIT_SLUGS
 from ductwork.settings import HomeSettings
+from ductwork.streams.registry import PAIRINGS, PRODUCTS
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for
 from tests.helpers.api import (
@@ -76,7 +76,7 @@ def test_sync_metadata_counts_rows_and_requests_and_never_shows_the_key(
     # The sandbox plants pairings that name SKUs the catalog lacks: a warning that lists them.
     resolve = checks["pairing_products_resolve_to_catalog"]
     assert not resolve.passed and resolve.severity == dg.AssetCheckSeverity.WARN
-    assert resolve.metadata["missing_skus"].value > 0
+    assert resolve.metadata["found"].value > 0
     for event in result.all_events:
         assert UPSTREAM_KEY not in str(event), event.event_type_value
 
@@ -95,8 +95,8 @@ def test_no_change_incremental_run_asks_little_of_the_upstream_and_writes_nothin
     assert first["serving_snapshot"]["new_copy"] and first["serving_snapshot"]["fingerprinted"]
     assert not again["serving_snapshot"]["new_copy"]
     assert not again["serving_snapshot"]["fingerprinted"]
-    for key in CATALOG_KEYS:  # each list fetched once and found unchanged without parsing it
-        name = key.to_user_string()
+    # Each list fetched once and found unchanged without parsing it.
+    for name in [*PRODUCTS.assets, *PAIRINGS.assets]:
         assert first[name]["reads"] == 1 and not first[name]["unchanged"], name
         assert again[name]["reads"] == 0 and again[name]["unchanged"], name
         assert again[name]["requests"] == again[name]["pages"] == first[name]["pages"], name
@@ -126,7 +126,7 @@ def test_incremental_then_reconcile_follow_every_kind_of_upstream_change(
 
     after = metadata_by_asset(sync(tmp_path, fresh_upstream, object_store))
     # Changed units change the requests that name them: those submittals are fetched again.
-    assert after["warehouse_submittals"]["submittals_fetched"] > 0
+    assert after["warehouse_submittals"]["requests_fetched"] > 0
     upstream_assets = {a["assetId"]: a for a in all_assets(fresh_upstream)}
     with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
         assets = dict(con.execute("SELECT asset_id, record FROM digital_assets").fetchall())
@@ -187,7 +187,11 @@ def test_a_quiescent_run_after_mutations_during_paging_equals_the_upstream(
 def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
     fresh_upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
-    from assets.digital_assets import PAGE_WALK_STATE, warehouse_digital_assets
+    from assets.streams import asset_named
+    from ductwork.warehouse.sync_state import PAGE_WALK
+
+    warehouse_digital_assets = asset_named("warehouse_digital_assets")
+    walk_key = "warehouse_digital_assets" + PAGE_WALK
     from sandbox.server import Faults
 
     resources = resources_for(tmp_path, fresh_upstream.url, object_store)
@@ -198,9 +202,7 @@ def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
     cut = dg.materialize([warehouse_digital_assets], resources=resources, raise_on_error=False)
     assert not cut.success
     with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
-        saved = con.execute(
-            "SELECT bookmark FROM stream_state WHERE stream = ?", [PAGE_WALK_STATE]
-        ).fetchall()
+        saved = con.execute("SELECT value FROM sync_state WHERE key = ?", [walk_key]).fetchall()
         stored_before = con.execute("SELECT count(*) FROM digital_assets").fetchall()[0][0]
     done = loads(saved[0][0])["pagesDone"]
     assert 1 <= done < pages
@@ -216,7 +218,7 @@ def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
     with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
         stored = dict(con.execute("SELECT asset_id, record FROM digital_assets").fetchall())
         leftover = con.execute(
-            "SELECT count(*) FROM stream_state WHERE stream = ?", [PAGE_WALK_STATE]
+            "SELECT count(*) FROM sync_state WHERE key = ?", [walk_key]
         ).fetchall()[0][0]
     assert {key: loads(value) for key, value in stored.items()} == upstream_assets
     assert leftover == 0
@@ -225,7 +227,9 @@ def test_a_digital_asset_walk_cut_short_resumes_at_its_next_page(
 def test_a_sync_into_a_data_folder_that_does_not_exist_yet_creates_it(
     upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
-    from assets.catalog import catalog
+    from assets.streams import asset_named
+
+    catalog = asset_named("catalog_items")
 
     home = tmp_path / "not" / "there" / "yet"
     result = dg.materialize(

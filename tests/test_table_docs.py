@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import duckdb
 
-from ductwork.store.table_docs import table_docs
+from ductwork.warehouse.schema import comment_sql, schema_sql
+from ductwork.warehouse.table_docs import table_docs
 from pipelines.definitions import defs
-from warehouse_sql import read_sql, schema_sql
 
 
 def test_the_parsed_tables_match_what_duckdb_builds_from_the_same_files() -> None:
     con = duckdb.connect()
     con.execute(schema_sql())
-    con.execute(read_sql("table_comments"))
+    for comments in comment_sql():
+        con.execute(comments)
     built = {
         (table, column): (data_type, comment or "")
         for table, column, data_type, comment in con.execute(

@@ -13,11 +13,12 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.crm import LEADS_STREAM, crm_lead_details, crm_leads
-from assets.digital_assets import DIGITAL_ASSETS_STREAM
+from assets.streams import asset_named
 from ductwork.contract.encoding import dumps, format_datetime, loads, parse_datetime
 from ductwork.contract.paths import LEADS
 from ductwork.settings import HomeSettings
+from ductwork.streams.registry import DIGITAL_ASSETS
+from ductwork.streams.registry import LEADS as LEAD_STREAM
 from sandbox.server import Faults, SandboxHandle
 from tests.conftest import ObjectStoreServer, resources_for
 from tests.helpers.api import both_keys, compare_all, mirror_requests, walk_requests
@@ -25,6 +26,9 @@ from tests.helpers.sync import api_over, metadata_by_asset, mutate, sync
 
 CANONICAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 CHANGES = {"leads_added": 150, "leads_changed": 40, "assets_updated": 60, "assets_added": 30}
+
+LEAD_ASSET, ASSET_ASSET = LEAD_STREAM.assets[0], DIGITAL_ASSETS.assets[0]
+LEAD_STEPS = [asset_named(name) for name in LEAD_STREAM.assets]
 
 
 @pytest.fixture
@@ -37,8 +41,8 @@ def tiny_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle]:
 def _bookmarks(home: Path) -> dict[str, dict]:
     with duckdb.connect(str(HomeSettings(home=home).warehouse_path), read_only=True) as con:
         rows = con.execute(
-            "SELECT stream, bookmark FROM stream_state WHERE stream IN (?, ?)",
-            [LEADS_STREAM, DIGITAL_ASSETS_STREAM],
+            "SELECT key, value FROM sync_state WHERE key IN (?, ?)",
+            [LEAD_ASSET, ASSET_ASSET],
         ).fetchall()
     return {stream: loads(bookmark) for stream, bookmark in rows}
 
@@ -53,12 +57,12 @@ def _newest_upstream_keys(upstream: SandboxHandle) -> tuple[tuple[str, str], tup
 def _assert_bookmarks_at_the_newest_and_canonical(home: Path, upstream: SandboxHandle) -> None:
     saved = _bookmarks(home)
     lead, asset = _newest_upstream_keys(upstream)
-    assert CANONICAL.match(saved[LEADS_STREAM]["CreatedDate"]), saved
-    assert CANONICAL.match(saved[DIGITAL_ASSETS_STREAM]["updatedAt"]), saved
-    assert (saved[LEADS_STREAM]["CreatedDate"], saved[LEADS_STREAM]["Id"]) == lead
+    assert CANONICAL.match(saved[LEAD_ASSET]["CreatedDate"]), saved
+    assert CANONICAL.match(saved[ASSET_ASSET]["updatedAt"]), saved
+    assert (saved[LEAD_ASSET]["CreatedDate"], saved[LEAD_ASSET]["Id"]) == lead
     assert (
-        saved[DIGITAL_ASSETS_STREAM]["updatedAt"],
-        saved[DIGITAL_ASSETS_STREAM]["assetId"],
+        saved[ASSET_ASSET]["updatedAt"],
+        saved[ASSET_ASSET]["assetId"],
     ) == asset
 
 
@@ -121,16 +125,16 @@ def test_bookmarks_saved_in_the_upstreams_own_forms_resume_and_are_saved_canonic
 ) -> None:
     sync(tmp_path, tiny_upstream, object_store)
     saved = _bookmarks(tmp_path)
-    lead_at = parse_datetime(saved[LEADS_STREAM]["CreatedDate"])
-    asset_at = parse_datetime(saved[DIGITAL_ASSETS_STREAM]["updatedAt"])
+    lead_at = parse_datetime(saved[LEAD_ASSET]["CreatedDate"])
+    asset_at = parse_datetime(saved[ASSET_ASSET]["updatedAt"])
     # As an earlier release stored them: the instants exactly as the upstream wrote them.
-    saved[LEADS_STREAM]["CreatedDate"] = lead_at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+0000"
+    saved[LEAD_ASSET]["CreatedDate"] = lead_at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+0000"
     west = timezone(timedelta(hours=-8))
-    saved[DIGITAL_ASSETS_STREAM]["updatedAt"] = asset_at.astimezone(west).isoformat()
+    saved[ASSET_ASSET]["updatedAt"] = asset_at.astimezone(west).isoformat()
     with duckdb.connect(str(HomeSettings(home=tmp_path).warehouse_path)) as con:
         for stream, bookmark in saved.items():
             con.execute(
-                "UPDATE stream_state SET bookmark = ? WHERE stream = ?",
+                "UPDATE sync_state SET value = ? WHERE key = ?",
                 [dumps(bookmark).decode(), stream],
             )
     mutate(tiny_upstream, **CHANGES)
@@ -140,7 +144,7 @@ def test_bookmarks_saved_in_the_upstreams_own_forms_resume_and_are_saved_canonic
         CHANGES["assets_updated"] + CHANGES["assets_added"]
     )
     _assert_bookmarks_at_the_newest_and_canonical(tmp_path, tiny_upstream)
-    assert format_datetime(lead_at) < _bookmarks(tmp_path)[LEADS_STREAM]["CreatedDate"]
+    assert format_datetime(lead_at) < _bookmarks(tmp_path)[LEAD_ASSET]["CreatedDate"]
     _assert_mirror_equals_upstream(tmp_path, tiny_upstream)
 
 
@@ -167,14 +171,18 @@ def test_lead_details_answered_without_an_id_are_kept_under_the_requested_id_and
 ) -> None:
     tiny_upstream.state.faults = Faults(lead_detail_ids="omit_id")
     resources = resources_for(tmp_path, tiny_upstream.url, object_store)
-    first = dg.materialize([crm_leads, crm_lead_details], resources=resources)
+    first = dg.materialize(
+        [asset_named("crm_leads"), asset_named("crm_lead_details")], resources=resources
+    )
     assert first.success
     leads, details, records = _lead_and_detail_ids(tmp_path)
     assert details == leads and len(leads) == len(tiny_upstream.state.leads.keys)
     assert all("id" not in record for _, record in records)  # stored as received
 
     started = time.time()
-    again = dg.materialize([crm_leads, crm_lead_details], resources=resources)
+    again = dg.materialize(
+        [asset_named("crm_leads"), asset_named("crm_lead_details")], resources=resources
+    )
     assert again.success
     assert metadata_by_asset(again)["crm_lead_details"]["requests"] == 0
     assert _detail_requests_since(tiny_upstream, started) == 0

@@ -15,12 +15,28 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from assets.crm import _store_details, _store_leads, queued_lead_ids
-from assets.digital_assets import _upsert, _walk_saw_everything
 from assets.resources import Warehouse, open_warehouse
+from ductwork.streams.crm import LEAD_DETAIL_RECORD
+from ductwork.streams.registry import DIGITAL_ASSETS, LEADS
+from ductwork.sync.context import SyncContext
+from ductwork.sync.updated_after import Walker
 from ductwork.upstream.digital_asset_walk import PageWalkProgress
-from ductwork.upstream.schema_drift import LEAD_DETAIL_RECORD, DriftTally
-from warehouse_sql import read_sql
+from ductwork.upstream.schema_drift import DriftTally
+from warehouse_sql import stream_section
+
+# The writes of the lead list and its details, and of the digital assets, called one at a
+# time as the steps call them (unit tests of the writes, with no run around them).
+LIST, DETAILS = (step.reader for step in LEADS.steps)
+ASSETS = DIGITAL_ASSETS.steps[0]
+
+
+def _store_leads(con: duckdb.DuckDBPyConnection, leads: list, cursor: object) -> int:
+    return LIST.store(con, LEADS.assets[0], leads, cursor)
+
+
+def _walker(con: duckdb.DuckDBPyConnection) -> Walker:
+    return Walker(ASSETS.reader, ASSETS.asset, SyncContext(con, upstream=None))
+
 
 PROBE = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close()"
 
@@ -105,7 +121,7 @@ def test_lead_details_are_drained_in_the_order_their_leads_were_queued_not_by_id
         _store_leads(con, second_page, None)
         con.execute("DELETE FROM lead_detail_queue WHERE id = 'L5'")
         _store_leads(con, [lead("L3", june)], None)
-        order = queued_lead_ids(con)
+        order = DETAILS.queued(con)
 
     assert order[0] == "L9"
     assert set(order[1:3]) == {"L1", "L7"}  # one page: its order within is the database's
@@ -126,7 +142,7 @@ def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_
         _store_leads(con, [lead("L0", "2018-01-01T00:00:00.000Z")], None)  # outside the batch
         _store_leads(con, [*leads, undated], None)
         details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3)] + [("L4", None)]
-        _store_details(con, details, DriftTally(LEAD_DETAIL_RECORD))
+        DETAILS.store(con, details, DriftTally(LEAD_DETAIL_RECORD))
         current = con.execute(
             "SELECT id, detail_found, detail_status FROM lead_history WHERE is_current ORDER BY id"
         ).fetchall()
@@ -151,10 +167,10 @@ def test_a_page_walk_that_listed_an_asset_twice_still_saw_every_asset_once(
     with open_warehouse(resource) as con:
         # DA-2's updatedAt moved while the walk went on: the next page lists it again.
         for page in (["DA-1", "DA-2"], ["DA-3", "DA-2"]):
-            con.execute(read_sql("digital_asset_walk_ids_add"), [page])
+            con.execute(stream_section(DIGITAL_ASSETS.sql, "walk_ids_add"), [page])
         rows = con.execute("SELECT count(*) FROM digital_asset_walk_ids").fetchall()[0][0]
-        saw_three = _walk_saw_everything(con, PageWalkProgress(None, 2, {3}))
-        saw_four = _walk_saw_everything(con, PageWalkProgress(None, 2, {4}))
+        saw_three = _walker(con).walk_saw_everything(PageWalkProgress(None, 2, {3}))
+        saw_four = _walker(con).walk_saw_everything(PageWalkProgress(None, 2, {4}))
 
     assert rows == 4
     assert saw_three and not saw_four
@@ -172,8 +188,8 @@ def test_a_batch_mixing_new_and_stored_assets_replaces_and_versions_only_the_sto
     resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
     march, april = (f"2025-{m}-01T00:00:00.000Z" for m in ("03", "04"))
     with open_warehouse(resource) as con:
-        _upsert(con, [asset("DA-1", march, "first")], None)
-        _upsert(con, [asset("DA-1", april, "second"), asset("DA-2", april, "new")], None)
+        _walker(con).upsert([asset("DA-1", march, "first")], None)
+        _walker(con).upsert([asset("DA-1", april, "second"), asset("DA-2", april, "new")], None)
         stored = con.execute("SELECT asset_id, title FROM digital_assets ORDER BY 1").fetchall()
         versions = con.execute(
             "SELECT asset_id, title, is_current FROM digital_asset_history ORDER BY 1, valid_from"

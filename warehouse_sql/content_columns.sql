@@ -10,6 +10,6 @@ WHERE database_name = current_database() AND schema_name = 'main' AND NOT intern
       WHERE database_name = current_database() AND schema_name = 'main' AND NOT temporary
   )
   AND column_name <> 'synced_at'
-  AND NOT (table_name = 'stream_state' AND column_name = 'updated_at')
+  AND NOT (table_name = 'sync_state' AND column_name = 'updated_at')
 GROUP BY table_name
 ORDER BY table_name;

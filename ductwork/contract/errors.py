@@ -145,29 +145,25 @@ def product_not_found(sku: str) -> ApiError:
     return not_found(f"No product with SKU {sku[:80]!r}")
 
 
-def pairing_not_found(relationship_id: int) -> ApiError:
-    """No pairing has that id."""
-    return not_found(f"No pairing {relationship_id}")
+def record_not_found(what: str, key: str | int) -> ApiError:
+    """No ``what`` (a record's name in a message: ``pairing``, ``lead``) has that key."""
+    shown = key if isinstance(key, int) else repr(key[:80])
+    return not_found(f"No {what} {shown}")
 
 
-def submittal_params_missing() -> ApiError:
-    """Neither ``idu`` nor ``odu`` was given."""
-    return invalid("idu", "idu or odu is required")
+def lookup_params_missing(names: tuple[str, ...]) -> ApiError:
+    """None of a lookup's query parameters was given."""
+    return invalid(names[0], f"{' or '.join(names)} is required")
 
 
-def submittal_not_found() -> ApiError:
-    """No submittal for that combination (warehouse style: ``data: {}``)."""
-    return not_found("No submittal data for this combination", empty_data={})
+def lookup_not_found(what: str) -> ApiError:
+    """Nothing for that combination of query values (warehouse style: ``data: {}``)."""
+    return not_found(f"No {what} for this combination", empty_data={})
 
 
 def cursor_incomplete() -> ApiError:
     """Only one of the two lead cursor parameters was given."""
     return invalid("cursorId", "cursorCreatedDate and cursorId must be given together")
-
-
-def lead_not_found(lead_id: str) -> ApiError:
-    """No lead has that id."""
-    return not_found(f"No lead {lead_id[:80]!r}")
 
 
 def no_such_path(path: str) -> ApiError:

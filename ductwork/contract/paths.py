@@ -1,4 +1,5 @@
-"""The service's path families and product route slugs: the one list every module uses."""
+"""The service's path families, product route slugs and the paths that are no stream's own
+(each stream's path is in the registry, ``ductwork.streams``)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,10 @@ UNIT_SLUGS: tuple[str, ...] = (
 )
 
 PRODUCTS_LIST = f"{PRODUCTS_PREFIX}/products"
-PAIRINGS_LIST = f"{PRODUCTS_PREFIX}/pairings"
 UNITS_RESOLVER = f"{PRODUCTS_PREFIX}/units"
-CONTRACTORS = f"{INTERNAL_PREFIX}/accounts/contractors"
-INDOOR_MODELS = f"{INTERNAL_PREFIX}/products/indoor-models"
-INTERNAL_DIGITAL_ASSETS = f"{INTERNAL_PREFIX}/digital-assets"
 PIM_IMAGE_SYNC = f"{INTERNAL_PREFIX}/jobs/pim-image-sync"
+# The two lists the upstream walks page through (``ductwork.upstream``).
 WAREHOUSE_DIGITAL_ASSETS = f"{WAREHOUSE_PREFIX}/digital-assets"
-SUBMITTAL_DATA = f"{WAREHOUSE_PREFIX}/submittal-data"
 LEADS = f"{CRM_PREFIX}/leads"
 
 

@@ -8,11 +8,13 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import dumps, epoch_micros, loads
-from ductwork.contract.errors import cursor_incomplete, lead_not_found
+from ductwork.contract.errors import cursor_incomplete, record_not_found
 from ductwork.contract.leads import read_fields
+from ductwork.streams.registry import LEADS
 from serve.deps import SnapshotDep, require_key
 from serve.openapi_docs import PROBLEM_ERRORS
 from serve.responses import json_answer
+from warehouse_sql import stream_section
 
 router = APIRouter(
     prefix=paths.CRM_PREFIX,
@@ -21,7 +23,7 @@ router = APIRouter(
     responses=PROBLEM_ERRORS,
 )
 
-DETAIL_SQL = "SELECT record FROM lead_details WHERE id = ? AND found"
+DETAIL_SQL = stream_section(LEADS.sql, "served_detail")
 
 
 @router.get("/leads", summary="Leads by (CreatedDate, Id), cursor-paged")
@@ -40,7 +42,7 @@ async def list_leads(
     if (cursor_created_date is None) != (cursor_id is None):
         raise cursor_incomplete()
     cursor_at = params.read_datetime("cursorCreatedDate", cursor_created_date)
-    leads = state.leads
+    leads = state.lists[LEADS.name]
     first = 0 if after is None else leads.after_time(epoch_micros(after))
     if cursor_at is not None and cursor_id is not None:
         first = max(first, leads.after_key(epoch_micros(cursor_at), cursor_id))
@@ -58,5 +60,5 @@ def _project(record: bytes, keep: frozenset[str]) -> bytes:
 def get_lead(request: Request, state: SnapshotDep, lead_id: str) -> Response:
     rows = state.reader.rows(DETAIL_SQL, [lead_id])
     if not rows:
-        raise lead_not_found(lead_id)
+        raise record_not_found("lead", lead_id)
     return json_answer(request, state, rows[0][0].encode())

@@ -1,4 +1,5 @@
-"""The internal family: /internal/v1.0 (contractors, indoor models, manuals, image sync)."""
+"""The internal family: /internal/v1.0. Its streams are documents (see ``serve.documents``);
+this router adds the image sync's trigger."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from fastapi import APIRouter, Depends, Request, Response
 from ductwork.contract import paths
 from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
-from serve.deps import SnapshotDep, require_key
+from serve.deps import require_key
 from serve.job_trigger import Cooling, QueueUnavailable, start_job
 from serve.openapi_docs import PROBLEM_ERRORS
-from serve.responses import json_answer
 
+# No key required by the router itself: a stream the spec declares open is served without one.
 router = APIRouter(
     prefix=paths.INTERNAL_PREFIX,
     tags=["internal"],
@@ -21,27 +22,6 @@ router = APIRouter(
 )
 KeyRequired = [Depends(require_key)]
 log = logging.getLogger("ductwork.serve")
-
-
-@router.get("/accounts/contractors", dependencies=KeyRequired, summary="Contractors, reviews")
-def contractors(request: Request, state: SnapshotDep) -> Response:
-    if state.small.contractors is None:
-        raise ApiError(ErrorCode.UNAVAILABLE, "Contractors have not been synced yet")
-    return json_answer(request, state, state.small.contractors)
-
-
-@router.get("/products/indoor-models", summary="Indoor models (no key; rate limited per client)")
-async def indoor_models(request: Request, state: SnapshotDep) -> Response:
-    client = request.client.host if request.client else "unknown"
-    wait = await request.app.state.indoor_models_limit.check(client)
-    if wait is not None:
-        raise rate_limited(wait)
-    return json_answer(request, state, state.small.indoor_models)
-
-
-@router.get("/digital-assets", dependencies=KeyRequired, summary="Objects under manuals/")
-def manuals(request: Request, state: SnapshotDep) -> Response:
-    return json_answer(request, state, state.small.manuals)
 
 
 @router.get("/jobs/pim-image-sync", dependencies=KeyRequired, summary="Start the image sync")

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import (
-    pairing_not_found,
     product_not_found,
+    record_not_found,
     unit_not_found,
     unknown_category,
 )
@@ -110,5 +110,5 @@ async def get_pairing(request: Request, state: SnapshotDep, relationship_id: str
     wanted = params.read_relationship_id(relationship_id)
     record = state.catalog.pairing(wanted)
     if record is None:
-        raise pairing_not_found(wanted)
+        raise record_not_found("pairing", wanted)
     return json_answer(request, state, product_lookup(record))

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import epoch_micros, format_datetime
-from ductwork.contract.errors import submittal_not_found, submittal_params_missing
+from ductwork.contract.errors import lookup_not_found, lookup_params_missing
+from ductwork.streams.registry import DIGITAL_ASSETS, SUBMITTALS
 from serve.deps import SnapshotDep, require_key
 from serve.live_snapshot import ServingState
 from serve.openapi_docs import WAREHOUSE_ERRORS
@@ -44,7 +45,7 @@ async def digital_assets_page(
 ) -> bytes:
     """Page ``number`` of ``size`` digital assets updated strictly after ``after`` (all when
     None), in the envelope: the routes' and the short path's one reading of the list."""
-    listing = state.digital_assets
+    listing = state.lists[DIGITAL_ASSETS.name]
     first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
     joined = await listing.joined(first + start, min(first + end, len(listing)))
@@ -64,8 +65,8 @@ def submittal_data(
 ) -> Response:
     idu, odu = idu or None, odu or None
     if idu is None and odu is None:
-        raise submittal_params_missing()
-    record = state.small.submittals.get((idu, odu))
+        raise lookup_params_missing(("idu", "odu"))
+    record = state.held.lookups[SUBMITTALS.name].get((idu, odu))
     if record is None:
-        raise submittal_not_found()
+        raise lookup_not_found("submittal data")
     return json_answer(request, state, envelopes.product_lookup(record))

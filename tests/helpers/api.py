@@ -13,14 +13,13 @@ from yarl import URL
 
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import (
-    INTERNAL_DIGITAL_ASSETS,
     LEADS,
-    PAIRINGS_LIST,
     PRODUCTS_LIST,
     UNIT_SLUGS,
     WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
+from ductwork.streams.registry import MANUALS, PAIRINGS
 from ductwork.upstream.timestamps import canonical_or_received
 from sandbox.server import SandboxHandle
 
@@ -156,9 +155,9 @@ def walk_requests(upstream: SandboxHandle, count: int, **query: str) -> list[Req
 def mirror_requests(upstream: SandboxHandle) -> list[Request]:
     """Full traversals of every list: what "the mirror equals the upstream" compares."""
     requests: list[Request] = []
-    for path in [PRODUCTS_LIST, PAIRINGS_LIST, *(unit_path(s) for s in UNIT_SLUGS)]:
+    for path in [PRODUCTS_LIST, PAIRINGS.path, *(unit_path(s) for s in UNIT_SLUGS)]:
         requests += all_pages(upstream, path, 1000)
     requests += all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
     requests += walk_requests(upstream, 1000)
-    requests.append((INTERNAL_DIGITAL_ASSETS, {}))
+    requests.append((MANUALS.path, {}))
     return requests

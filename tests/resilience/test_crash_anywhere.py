@@ -42,12 +42,12 @@ import duckdb
 import httpx
 import pytest
 
-from assets.digital_assets import PAGE_WALK_STATE
 from assets.ingest import WAREHOUSE_POOL
 from ductwork import snapshots
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
 from ductwork.settings import HomeSettings
+from ductwork.warehouse.sync_state import PAGE_WALK
 from ductwork.warehouse_lease import lease_beside
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
@@ -340,11 +340,9 @@ def test_syncs_killed_mid_page_resume_from_committed_bookmarks_and_the_next_sync
     assert killed > REQUEST_TRIALS // 2, f"only {killed} of {REQUEST_TRIALS} syncs were killed"
 
     with duckdb.connect(str(HomeSettings(home=trials.home).warehouse_path)) as con:
-        cursor = con.execute(
-            "SELECT bookmark FROM stream_state WHERE stream = 'crm_leads'"
-        ).fetchall()
-        bookmarks = dict(con.execute("SELECT stream, bookmark FROM stream_state").fetchall())
-    asset_walk = loads(bookmarks.get(PAGE_WALK_STATE, "null"))
+        cursor = con.execute("SELECT value FROM sync_state WHERE key = 'crm_leads'").fetchall()
+        bookmarks = dict(con.execute("SELECT key, value FROM sync_state").fetchall())
+    asset_walk = loads(bookmarks.get("warehouse_digital_assets" + PAGE_WALK, "null"))
     asset_bookmark = loads(bookmarks.get("warehouse_digital_assets", "null"))
     assert cursor, "no killed run committed a lead cursor"
     committed = loads(cursor[0][0])

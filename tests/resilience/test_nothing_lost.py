@@ -22,7 +22,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.serving import SYNCED_KEYS
+from assets.streams import SYNCED_KEYS
 from ductwork.contract.encoding import loads, quote_sku
 from ductwork.contract.paths import LEADS, UNIT_SLUGS
 from ductwork.settings import HomeSettings
@@ -56,7 +56,7 @@ SYNCED_STREAMS = [
 ]
 # Columns that say when this run wrote a row or a bookmark, not what the upstream holds.
 RUN_TIME_COLUMNS = {"synced_at"}
-RUN_TIME_TABLE_COLUMNS = {("stream_state", "updated_at")}
+RUN_TIME_TABLE_COLUMNS = {("sync_state", "updated_at")}
 
 
 @dataclass

@@ -1,0 +1,66 @@
+"""The registry: every stream the mirror keeps, declared once, in the order the
+service spec lists them. Assets, jobs, schedules, freshness, checks, CLI options, serving and
+the data dictionary all derive from ``STREAMS``.
+
+To add a stream, see the README's "Adding a stream".
+"""
+
+from __future__ import annotations
+
+from ductwork.streams.catalog import PAIRINGS, PRODUCTS
+from ductwork.streams.crm import LEADS
+from ductwork.streams.internal import CONTRACTORS, INDOOR_MODELS, MANUALS
+from ductwork.streams.model import CADENCES, Cadence, Serving, Step, Stream
+from ductwork.streams.warehouse import DIGITAL_ASSETS, SUBMITTALS
+
+STREAMS: tuple[Stream, ...] = (
+    PRODUCTS,
+    PAIRINGS,
+    DIGITAL_ASSETS,
+    SUBMITTALS,
+    LEADS,
+    CONTRACTORS,
+    INDOOR_MODELS,
+    MANUALS,
+)
+
+__all__ = [
+    "CADENCES", "CONTRACTORS", "DIGITAL_ASSETS", "INDOOR_MODELS", "LEADS", "MANUALS",
+    "PAIRINGS", "PRODUCTS", "STREAMS", "SUBMITTALS", "Cadence", "Serving", "Step", "Stream",
+]  # fmt: skip
+
+
+def stream_named(name: str) -> Stream:
+    """The stream of that name; KeyError naming the known ones otherwise."""
+    for stream in STREAMS:
+        if stream.name == name:
+            return stream
+    raise KeyError(f"unknown stream {name!r}; streams: {', '.join(s.name for s in STREAMS)}")
+
+
+def stream_of_asset(asset: str) -> Stream | None:
+    """The stream one of whose steps is the asset ``asset``, if any."""
+    for stream in STREAMS:
+        if asset in stream.assets:
+            return stream
+    return None
+
+
+def all_steps() -> list[Step]:
+    """Every step of every stream, in registry order."""
+    return [step for stream in STREAMS for step in stream.steps]
+
+
+def streams_of(cadence: Cadence) -> list[Stream]:
+    """The streams synced at ``cadence``."""
+    return [stream for stream in STREAMS if stream.cadence == cadence]
+
+
+def served_as(serving: Serving) -> list[Stream]:
+    """The streams the read API answers in the way ``serving`` names."""
+    return [stream for stream in STREAMS if stream.serving == serving]
+
+
+def numbered_lists() -> dict[str, str]:
+    """Every large list's numbered table, with the base table its positions point into."""
+    return dict(found for stream in STREAMS if (found := stream.numbered_list) is not None)

@@ -1,0 +1,189 @@
+"""Streams whose list pages by a (created, id) cursor and has no ``updatedAfter``: new records
+are read from the committed cursor on, then a window of recent ones is read again for changes
+(a reconciliation reads everything). Records that are new or changed are queued for their
+details (``ductwork.sync.detail_queue``).
+
+Pages are committed several at a time, each commit upserting the pages' records, versioning
+their history, queueing their details and moving the cursor in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import duckdb
+
+from ductwork.contract.encoding import dumps, format_datetime, parse_received_datetime
+from ductwork.streams.model import Step
+from ductwork.sync.context import PendingPages, StepResult, SyncContext, epoch_seconds, fetch
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.lead_cursor import Cursor, Sink, walk_leads
+from ductwork.upstream.schema_drift import DriftTally, RecordShape
+from ductwork.warehouse.columns import Columns
+from ductwork.warehouse.loading import Record, RowOf, rows_table
+from ductwork.warehouse.sync_state import read_state, resume_from, write_state
+from warehouse_sql import stream_section
+
+# Records committed per transaction: each commit also versions history and fills the detail
+# queue, a fixed cost per commit, while a cut-short run still loses at most one batch of reads.
+RECORDS_PER_COMMIT = 10_000
+CURSOR_MEMBERS = ("CreatedDate", "Id")
+# A page held for commit: its records, and the cursor after it (None: a re-read page, which
+# moves no cursor).
+HeldPage = tuple[list[Record], Cursor | None]
+
+
+@dataclass(frozen=True)
+class CursorList:
+    """The reader of such a list: its SQL file (sections ``stored_with_details``, ``changed``,
+    ``differing``, ``upsert``, ``history_apply``, ``queue_all``, ``counts``) and its rows."""
+
+    sql: str
+    row: RowOf
+    columns: Columns
+    shape: RecordShape
+    id_member: str = "Id"
+    options: frozenset[str] = frozenset({"mode", "reset", "window_days"})
+    resumable: bool = True
+    guards: frozenset[str] = frozenset({"cursor_only_moves_forward"})
+
+    def sync(self, steps: Sequence[Step], context: SyncContext) -> Iterator[StepResult]:
+        """Mirror the list of each step."""
+        for step in steps:
+            yield self._sync_one(step, context)
+
+    def statement(self, name: str) -> str:
+        return stream_section(self.sql, name)
+
+    def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
+        con, options = context.con, context.options
+        start = resume_from(
+            con, step.asset, CURSOR_MEMBERS,
+            reset=options.reset, from_scratch=options.reconcile,
+        )  # fmt: skip
+        window = None if options.reconcile else options.window_days
+        fetched = fetch(
+            context.upstream, lambda client: self._walk(client, step.asset, con, start, window)
+        )
+        if options.reconcile:
+            con.execute(self.statement("queue_all"))
+        total, queued = con.execute(self.statement("counts")).fetchall()[0]
+        cursor = read_state(con, step.asset) or {}
+        counts = fetched.value
+        return StepResult.of(
+            step.asset, fetched, total, counts["records_changed"],
+            **{k: v for k, v in counts.items() if k != "records_changed"},
+            details_queued=queued, mode=options.mode.value,
+            cursor_created_date=cursor.get("CreatedDate", ""),
+            cursor_id=cursor.get("Id", ""),
+            cursor_epoch_s=epoch_seconds(cursor.get("CreatedDate")),
+        )  # fmt: skip
+
+    async def _walk(
+        self,
+        client: UpstreamClient,
+        asset: str,
+        con: duckdb.DuckDBPyConnection,
+        start: Cursor | None,
+        window_days: int | None,
+    ) -> dict[str, int]:
+        """New records from the committed cursor on; then, re-read the recent window for
+        changes. The counts include the schema drift of every record read."""
+        drift = DriftTally(self.shape)
+        changed = [0]
+
+        def into(held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
+            """A walk's sink: count each page's drift and hold it, with its cursor when the
+            walk is the one that moves it (a re-read of the window moves none)."""
+
+            async def take(records: list[Record], cursor: Cursor) -> None:
+                drift.count(records)
+                await held.add((records, cursor if moves_cursor else None), len(records))
+
+            return take
+
+        def store(pages: list[HeldPage]) -> None:
+            changed[0] += self.store_pages(con, asset, pages)
+
+        def pages_held() -> PendingPages[HeldPage]:
+            # Pages read before a failure are committed too: a rerun resumes after them.
+            return PendingPages(store, RECORDS_PER_COMMIT)
+
+        async with pages_held() as held:
+            ahead = await walk_leads(client, into(held, moves_cursor=True), after=start)
+        counts = {"pages": ahead.pages, "leads_new_or_resumed": ahead.records}
+        counts["leads_revisited"] = 0
+        if start is not None and window_days is not None:
+            since = parse_received_datetime(start[0]) - timedelta(days=window_days)
+            async with pages_held() as held:
+                window = await walk_leads(
+                    client,
+                    into(held, moves_cursor=False),
+                    created_after=format_datetime(since),
+                    stop_at=start,
+                )
+            counts["pages"] += window.pages
+            counts["leads_revisited"] = window.records
+        return {**counts, "records_changed": changed[0], **drift.as_metadata()}
+
+    def store_pages(self, con: duckdb.DuckDBPyConnection, asset: str, pages: list[HeldPage]) -> int:
+        """``store`` for held pages, with the cursor after the last, in one transaction. A
+        record listed on two of them (its created date moved while the walk went on) is stored
+        as last read: one statement cannot upsert a key twice."""
+        latest = {str(record[self.id_member]): record for records, _ in pages for record in records}
+        return self.store(con, asset, list(latest.values()), pages[-1][1])
+
+    def stored_as_read(self, con: duckdb.DuckDBPyConnection, records: list[Record]) -> bool:
+        """Whether every record (one per id) is stored exactly as read and has its details:
+        storing them would then change nothing.
+
+        Asked of re-read pages before they are stored, since in a run with nothing new they
+        all are. It builds no Arrow table: the first one a process builds imports pandas, a
+        cost a no-change run need not pay.
+        """
+        ids = [str(record[self.id_member]) for record in records]
+        stored = dict(con.execute(self.statement("stored_with_details"), [ids]).fetchall())
+        return len(stored) == len(records) and all(
+            stored.get(str(record[self.id_member])) == dumps(record).decode() for record in records
+        )
+
+    def store(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        asset: str,
+        records: list[Record],
+        cursor: Cursor | None,
+    ) -> int:
+        """Queue changed records' details, upsert the page, version its history and move the
+        cursor, in one transaction; returns how many records were new or changed. Re-read
+        records (no cursor) stored exactly as read are left alone."""
+        if cursor is None and self.stored_as_read(con, records):
+            return 0
+        import pyarrow.compute as pc
+
+        table = rows_table(records, self.row, self.columns)
+        differing_rows = 0
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.register("incoming_rows", table)
+            created = pc.min_max(table["created_at"])
+            bounds = {"lo": created["min"].as_py(), "hi": created["max"].as_py()}
+            con.execute(self.statement("changed"), bounds)
+            differing = con.sql(self.statement("differing"), params=bounds).to_arrow_table()
+            con.unregister("incoming_rows")
+            differing_rows = differing.num_rows
+            if differing_rows:
+                con.register("incoming_rows", differing)
+                con.execute(self.statement("upsert"))
+                con.execute(self.statement("history_apply"))
+            if cursor is not None:
+                write_state(con, asset, dict(zip(CURSOR_MEMBERS, cursor, strict=True)))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.unregister("incoming_rows")
+        return differing_rows

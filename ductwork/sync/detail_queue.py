@@ -1,0 +1,140 @@
+"""Details fetched one record at a time, for the ids another step queued (new or changed
+records of a list): the queue is drained in batches, each committed with its removals from the
+queue, so a cut-short run loses at most one batch of fetches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from ductwork.contract.encoding import dumps, quote_sku
+from ductwork.streams.model import Step
+from ductwork.sync.context import StepResult, SyncContext, fetch, fetch_and_store
+from ductwork.upstream.bounded_map import map_bounded
+from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.schema_drift import DriftTally, RecordShape
+from ductwork.warehouse.columns import Columns
+from ductwork.warehouse.loading import Record
+from warehouse_sql import stream_section
+
+# Details committed per transaction: each commit also versions history and trims the queue, a
+# fixed cost per commit, so larger batches cost far less per record.
+BATCH = 10_000
+# A detail as fetched: the id it was requested by, and the answer (None: a 404).
+FetchedDetail = tuple[str, Record | None]
+# Typed columns of a detail, keyed by the id it was requested by.
+DetailRow = Callable[[str, Record], dict[str, Any]]
+NOT_FOUND_COLUMNS = Columns(("id", "string"), ("found", "bool"), ("synced_at", "timestamp"))
+ID_COLUMNS = Columns(("id", "string"))
+
+
+@dataclass(frozen=True)
+class DetailQueue:
+    """The reader of such details: the path of one record (``{path}/{id}``), the stream's SQL
+    file (sections ``queued``, ``details_upsert``, ``history_apply``, ``dequeue``,
+    ``detail_counts``) and how a detail becomes a row.
+
+    ``workers_per_slot``: workers fetching details per request the client keeps in flight.
+    Spare workers would keep every slot busy while one waits out a retry's back-off, but each
+    freed slot then wakes a waiting worker, which costs the client CPU per detail; a healthy
+    upstream makes no worker back off, and a struggling one is better asked less.
+    """
+
+    path: str
+    sql: str
+    row: DetailRow
+    columns: Columns
+    shape: RecordShape
+    workers_per_slot: int = 1
+    options: frozenset[str] = frozenset()
+    resumable: bool = False
+    guards: frozenset[str] = frozenset()
+
+    def sync(self, steps: Sequence[Step], context: SyncContext) -> Iterator[StepResult]:
+        """Drain the detail queue of each step."""
+        for step in steps:
+            yield self._sync_one(step, context)
+
+    def statement(self, name: str) -> str:
+        return stream_section(self.sql, name)
+
+    def queued(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """The ids in the queue, in the order they were queued: the order in which their
+        records' history versions were written, so each batch completes versions lying side by
+        side (drained in id order, every batch touched every part of the history and each
+        checkpoint wrote all of it back: the step grew with the square of the records)."""
+        return [row[0] for row in con.execute(self.statement("queued")).fetchall()]
+
+    def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
+        con = context.con
+        queued = self.queued(con)
+        context.info("fetching details of %d leads", len(queued))
+        drift = DriftTally(self.shape)
+
+        async def drain(client: UpstreamClient) -> int:
+            await fetch_and_store(
+                [queued[i : i + BATCH] for i in range(0, len(queued), BATCH)],
+                lambda ids: self.fetch(client, ids),
+                lambda details: self.store(con, details, drift),
+            )
+            return len(queued)
+
+        fetched = fetch(context.upstream, drain)
+        total, missing = con.execute(self.statement("detail_counts")).fetchall()[0]
+        return StepResult.of(
+            step.asset, fetched, total, fetched.value,
+            details_fetched=fetched.value, not_found=missing, **drift.as_metadata(),
+        )  # fmt: skip
+
+    async def fetch(self, client: UpstreamClient, ids: list[str]) -> list[FetchedDetail]:
+        """Fetch details concurrently (the client bounds requests in flight), each paired with
+        the id it was requested by."""
+
+        async def one(record_id: str) -> FetchedDetail:
+            answer = await client.get(
+                f"{self.path}/{quote_sku(record_id)}",
+                accept=frozenset({200, 404}),
+                parse_json=True,
+            )
+            return (record_id, None if answer.status == 404 else answer.json())
+
+        return await map_bounded(one, ids, self.workers_per_slot * client.concurrency)
+
+    def store(
+        self, con: duckdb.DuckDBPyConnection, details: list[FetchedDetail], drift: DriftTally
+    ) -> None:
+        """Upsert details under the ids they were requested by, version their history and
+        take them off the queue, in one transaction."""
+        found = [(record_id, detail) for record_id, detail in details if detail is not None]
+        drift.count([detail for _, detail in found])
+        now = datetime.now(UTC)
+        table = self.columns.table(
+            [
+                {**self.row(record_id, detail), "record": dumps(detail).decode(), "synced_at": now}
+                for record_id, detail in found
+            ]
+        )
+        missing = [record_id for record_id, detail in details if detail is None]
+        placeholders = NOT_FOUND_COLUMNS.table(
+            [{"id": i, "found": False, "synced_at": now} for i in missing]
+        )
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for batch in (table, placeholders):
+                if batch.num_rows:
+                    con.register("incoming_rows", batch)
+                    con.execute(self.statement("details_upsert"))
+                    con.unregister("incoming_rows")
+            ids = ID_COLUMNS.table([{"id": record_id} for record_id, _ in details])
+            con.register("incoming_rows", ids)
+            con.execute(self.statement("history_apply"))
+            con.execute(self.statement("dequeue"))
+            con.unregister("incoming_rows")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise

@@ -1,0 +1,69 @@
+"""Streams answered in one request: the whole answer is read on every run, and written only
+when its bytes differ from the answer last stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ductwork.streams.model import Step
+from ductwork.sync.context import StepResult, SyncContext, fetch
+from ductwork.upstream.list_reader import bodies_digest
+from ductwork.upstream.schema_drift import RecordShape
+from ductwork.warehouse.loading import (
+    Facts,
+    ListContent,
+    Record,
+    Replacement,
+    no_facts,
+    replace_rows,
+)
+
+# The records of an answer, and why its records could not be read (None: they could).
+Parse = Callable[[Any], tuple[list[Record], str | None]]
+# The replacements that store an answer: its raw body, its records, why they could not be read.
+Write = Callable[[bytes, list[Record], str | None], list[Replacement]]
+
+
+def data_list(document: Any) -> tuple[list[Record], str | None]:
+    """The objects of an answer's ``data`` list (the common shape of such answers)."""
+    data = document.get("data") if isinstance(document, dict) else None
+    return [item for item in data or [] if isinstance(item, dict)], None
+
+
+@dataclass(frozen=True)
+class Document:
+    """The reader of such a stream: the path asked (with the key or not), how its records
+    are read from the answer and how the answer is stored."""
+
+    path: str
+    write: Write
+    shape: RecordShape
+    parse: Parse = data_list
+    auth: bool = True
+    facts: Facts = no_facts
+    options: frozenset[str] = frozenset()
+    resumable: bool = False
+    guards: frozenset[str] = frozenset()
+
+    def sync(self, steps: Sequence[Step], context: SyncContext) -> Iterator[StepResult]:
+        """Mirror the answer of each step."""
+        for step in steps:
+            yield self._sync_one(step, context)
+
+    def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
+        fetched = fetch(
+            context.upstream, lambda client: client.get(self.path, auth=self.auth, parse_json=True)
+        )
+        body = fetched.value.body
+        records, problem = self.parse(fetched.value.json())
+        content = ListContent(step.asset, bodies_digest(body), len(records))
+        unchanged = content.already_stored(context.con, step.table)
+        if not unchanged:
+            replace_rows(context.con, *self.write(body, records, problem), content=content)
+        drift = content.drift(context.con, self.shape, records)
+        return StepResult.of(
+            step.asset, fetched, len(records), 0 if unchanged else len(records),
+            unchanged=unchanged, parse_error=problem or "", **self.facts(context.con), **drift,
+        )  # fmt: skip

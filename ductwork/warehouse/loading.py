@@ -1,0 +1,205 @@
+"""Writing fetched records into the warehouse: typed columns plus the record's JSON."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ductwork.contract.encoding import dumps, parse_received_datetime
+from ductwork.settings import SyncSettings, load
+from ductwork.streams.model import Table
+from ductwork.upstream.schema_drift import RecordShape
+from ductwork.warehouse.columns import Columns
+from ductwork.warehouse.schema import schema_sql
+from ductwork.warehouse.sync_state import CONTENT, DRIFT, read_state, write_state
+from warehouse_sql import fill, section
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Record = Mapping[str, Any]
+RowOf = Callable[[Record], dict[str, Any]]
+# Counts an operator wants beside a step's row count, read after its write.
+Facts = Callable[[duckdb.DuckDBPyConnection], dict[str, int]]
+
+
+def no_facts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """No counts beside the row count."""
+    return {}
+
+
+def timestamp_or_none(value: object) -> datetime | None:
+    """A contract date-time as a UTC datetime; anything else (absent, malformed) is None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_received_datetime(value)
+    except ValueError:
+        return None
+
+
+def text_or_none(value: object) -> str | None:
+    """A string member, or None when absent or of another type."""
+    return value if isinstance(value, str) else None
+
+
+def name_of(value: object) -> str | None:
+    """The ``name`` of a ``{"name": ...}`` member (series, family)."""
+    return text_or_none(value.get("name")) if isinstance(value, Mapping) else None
+
+
+def rows_table(
+    records: Iterable[Record], row_of: RowOf, columns: Columns, synced_at: datetime | None = None
+) -> pa.Table:
+    """Build an Arrow table of typed rows; each row carries its record's JSON and sync time."""
+    moment = synced_at or datetime.now(UTC)
+    with_record, with_time = "record" in columns.names, "synced_at" in columns.names
+    rows = []
+    for record in records:
+        row = row_of(record)
+        if with_record:
+            row["record"] = dumps(record).decode()
+        if with_time:
+            row["synced_at"] = moment
+        rows.append(row)
+    return columns.table(rows)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """New rows for a table, or for the slice of it the ``Table`` names."""
+
+    table: Table
+    rows: pa.Table
+
+
+def count_rows(con: duckdb.DuckDBPyConnection, table: Table) -> int:
+    """The rows of ``table`` (of its slice, when it names one)."""
+    if table.slice_column is None:
+        found = con.execute(fill(section("tables", "count"), table=table.name))
+    else:
+        statement = fill(
+            section("tables", "count_slice"), table=table.name, column=table.slice_column
+        )
+        found = con.execute(statement, [table.slice_value])
+    return found.fetchall()[0][0]
+
+
+@dataclass(frozen=True)
+class ListContent:
+    """What a whole-list read brought: a digest of its pages, and its number of records.
+
+    Lists without ``updatedAfter`` are fetched whole on every run; when a fetch brings exactly
+    what the last write stored, the rewrite (and its cost) is skipped.
+    """
+
+    asset: str
+    digest: str
+    rows: int
+    pages: int = 0  # of a page-number list; 0 for an answer that is a single document
+
+    @property
+    def state_key(self) -> str:
+        """Its key in ``sync_state``."""
+        return self.asset + CONTENT
+
+    @classmethod
+    def last_stored(cls, con: duckdb.DuckDBPyConnection, asset: str) -> ListContent | None:
+        """The content the last write of ``asset`` recorded, if any."""
+        saved = read_state(con, asset + CONTENT)
+        if saved is None:
+            return None
+        return cls(asset, saved["digest"], saved["rows"], saved.get("pages", 0))
+
+    def still_held(self, con: duckdb.DuckDBPyConnection, table: Table) -> bool:
+        """Whether ``table`` holds this content's number of rows."""
+        return count_rows(con, table) == self.rows
+
+    def already_stored(self, con: duckdb.DuckDBPyConnection, table: Table) -> bool:
+        """Whether the last write stored this very content and ``table`` still holds it."""
+        return self.last_stored(con, self.asset) == self and self.still_held(con, table)
+
+    def recorded_drift(self, con: duckdb.DuckDBPyConnection) -> dict[str, int] | None:
+        """The schema-drift counts recorded for this very content, if any."""
+        saved = read_state(con, self.asset + DRIFT)
+        if saved is None or saved.get("digest") != self.digest:
+            return None
+        return dict(saved["counts"])
+
+    def drift(
+        self, con: duckdb.DuckDBPyConnection, shape: RecordShape, records: Sequence[Record]
+    ) -> dict[str, int]:
+        """The schema-drift counts of ``records`` (this content): as recorded for this very
+        digest, or counted now and recorded. Counting looks at every member of every record
+        (slow for the large lists); a list read unchanged need not count again."""
+        counts = self.recorded_drift(con)
+        if counts is None:
+            counts = shape.drift(records)
+            write_state(con, self.asset + DRIFT, {"digest": self.digest, "counts": counts})
+        return counts
+
+
+def replace_rows(
+    con: duckdb.DuckDBPyConnection, *replacements: Replacement, content: ListContent | None = None
+) -> None:
+    """Apply replacements in one transaction: readers see all of them or none. ``content``,
+    when given, is recorded in the same transaction as what the replaced rows hold."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if content is not None:
+            recorded = {"digest": content.digest, "rows": content.rows, "pages": content.pages}
+            write_state(con, content.state_key, recorded)
+        for index, item in enumerate(replacements):
+            rows, table = f"incoming_rows_{index}", item.table
+            con.register(rows, item.rows)
+            if table.slice_column is None:
+                con.execute(fill(section("tables", "delete"), table=table.name))
+            else:
+                delete = section("tables", "delete_slice")
+                con.execute(
+                    fill(delete, table=table.name, column=table.slice_column), [table.slice_value]
+                )
+            con.execute(fill(section("tables", "insert"), table=table.name, rows=rows))
+            con.unregister(rows)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+# Where the digest of the DDL last applied is kept, in ``sync_state``.
+SCHEMA_KEY = "warehouse.schema"
+
+
+@cache
+def _schema() -> tuple[str, dict[str, str]]:
+    ddl = schema_sql()
+    return ddl, {"digest": hashlib.blake2b(ddl.encode(), digest_size=16).hexdigest()}
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Apply the DDL unless this very DDL was applied before: every step opens the warehouse,
+    and comparing digests costs far less than running every idempotent statement again."""
+    ddl, digest = _schema()
+    try:
+        if read_state(con, SCHEMA_KEY) == digest:
+            return
+    except duckdb.CatalogException:  # a new warehouse: no sync_state yet
+        pass
+    con.execute(ddl)
+    write_state(con, SCHEMA_KEY, digest)
+
+
+def prepare_connection(con: duckdb.DuckDBPyConnection) -> None:
+    """Set the sync's memory limit and put every table of the schema in place."""
+    # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a fixed
+    # limit keeps the sync's memory flat as data grows (the setting's pattern admits nothing
+    # but a number and a unit, so it is safe to place in the statement).
+    con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
+    _ensure_schema(con)

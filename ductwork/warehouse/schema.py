@@ -1,0 +1,43 @@
+"""The warehouse's DDL and what every snapshot adds, put together from the registry's streams
+and the shared SQL files."""
+
+from __future__ import annotations
+
+from warehouse_sql import SHARED_FILES, section, stream_section
+
+
+def _stream_files() -> list[str]:
+    # Imported here: the registry imports the readers, which write through this package.
+    from ductwork.streams.registry import STREAMS
+
+    return [stream.sql for stream in STREAMS]
+
+
+def schema_sql() -> str:
+    """Every table of the warehouse: the shared bookkeeping, then each stream's tables."""
+    return "\n".join(part for part in table_sql() if part)
+
+
+def snapshot_sql() -> str:
+    """What a published snapshot gets beyond the warehouse's tables, in order: each stream's
+    serving tables, then every comment, then the analyst views."""
+    streams = _stream_files()
+    parts = [stream_section(name, "serving") for name in streams]
+    parts += [section(name, "comments") for name in SHARED_FILES]
+    parts += [stream_section(name, "comments") for name in streams]
+    parts += [stream_section(name, "views") for name in streams]
+    return "\n".join(part for part in parts if part)
+
+
+def comment_sql() -> list[str]:
+    """Every ``comments`` section (shared files first), for the data dictionary."""
+    return [section(name, "comments") for name in SHARED_FILES] + [
+        stream_section(name, "comments") for name in _stream_files()
+    ]
+
+
+def table_sql() -> list[str]:
+    """Every ``tables`` section (shared files first), for the data dictionary."""
+    return [section(name, "tables") for name in SHARED_FILES] + [
+        stream_section(name, "tables") for name in _stream_files()
+    ]
