@@ -174,7 +174,8 @@ class ImageSources(dg.ConfigurableResource):
 
 
 class ObjectStore(dg.ConfigurableResource):
-    """The S3-compatible bucket of manuals and mirrored images (credentials: AWS_* variables)."""
+    """The S3-compatible bucket a stream lists and images are mirrored to (credentials: AWS_*
+    variables)."""
 
     bucket: str = Field(description="Bucket name (DUCTWORK_S3_BUCKET).")
     endpoint_url: str | None = Field(default=None, description="DUCTWORK_S3_ENDPOINT_URL.")

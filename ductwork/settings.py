@@ -143,12 +143,13 @@ class FileSettings(_Base):
 
 
 class S3Settings(_Base):
-    """The object store that holds manuals and mirrored product images."""
+    """The S3-compatible object store: its bucket is listed by a stream and holds the
+    mirrored product images."""
 
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint; unset means AWS's default."
     )
-    s3_bucket: str = Field(default="ductwork", description="Bucket of manuals and images.")
+    s3_bucket: str = Field(default="ductwork", description="The object store's bucket.")
     s3_region: str = Field(default="us-east-1", description="Region name given to boto3.")
 
 
@@ -197,8 +198,10 @@ class ServeSettings(_Base):
     serve_host: str = Field(default="127.0.0.1", description="Address the read API binds.")
     serve_port: int = Field(default=8080, description="Port the read API binds.")
     serve_workers: int = Field(default=2, ge=1, description="uvicorn worker processes.")
-    serve_indoor_models_per_second: int = Field(
-        default=5, ge=1, description="Key-less indoor-models calls per client address per second."
+    serve_keyless_requests_per_second: int = Field(
+        default=5,
+        ge=1,
+        description="Calls per client address per second to the paths served without a key.",
     )
     serve_key_requests_per_second: int = Field(
         default=1000,

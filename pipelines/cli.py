@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument(
         "--reconcile",
         action="store_true",
-        help="Full listings: detect deleted assets, re-read every lead and submittal.",
+        help="Full listings: deletions detected, every record re-read.",
     )
     sync.add_argument(
         "--full-refresh",

@@ -98,7 +98,7 @@ def run_sync(
 ) -> RunOutcome:
     """Materialise the selected assets (all by default) and publish a snapshot.
 
-    ``selection`` names assets (``pairings``) or groups (``group:catalog``); ``reconcile``
+    ``selection`` names assets or groups (``group:NAME``); ``reconcile``
     runs full listings (deletions detected, every lead re-read). Streams named in
     ``full_refresh`` or ``reset`` (by stream or asset name) are added to the selection and
     run with that control.

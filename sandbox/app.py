@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 from starlette.datastructures import QueryParams
 
@@ -130,7 +131,7 @@ def pairings(state: SandboxState, query: QueryParams, _: str) -> bytes:
         bodies = [view.pairing_bodies[i] for i in view.pairings_by_type.get(kind, [])]
     else:
         bodies = view.pairing_bodies
-    return _page(bodies, page, count, envelopes.pairing_list)
+    return _page(bodies, page, count, partial(envelopes.nested_list, "pairings"))
 
 
 def one_pairing(state: SandboxState, query: QueryParams, raw_id: str) -> bytes:

@@ -113,7 +113,9 @@ def create_app(
     counter = LimitCounter(
         serve.rate_limit_url, None if app.state.metrics.shared else app.state.metrics.registry
     )
-    app.state.keyless_limit = RequestLimit(counter, "keyless", serve.serve_indoor_models_per_second)
+    app.state.keyless_limit = RequestLimit(
+        counter, "keyless", serve.serve_keyless_requests_per_second
+    )
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
     _install_error_handlers(app)
     for router in ROUTERS.values():

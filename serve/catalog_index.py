@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import duckdb
 
@@ -90,7 +91,9 @@ class CatalogIndex:
         if sku is not None:
             with_sku = self.pairings_by_sku.get(sku, [])
             selected = with_sku if rel_type is None else sorted(set(with_sku) & set(selected))
-        return _page(self.pairings, selected, page, count, envelopes.pairing_list)
+        return _page(
+            self.pairings, selected, page, count, partial(envelopes.nested_list, "pairings")
+        )
 
     def pairing(self, relationship_id: int) -> bytes | None:
         """One pairing, or None."""

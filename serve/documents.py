@@ -2,7 +2,7 @@
 snapshot holds (503 before the stream's first sync), added to its family's router.
 
 A stream the spec declares open (no ``Authorization``) is served without a key, within a
-limit of calls per client address per second (``DUCTWORK_SERVE_INDOOR_MODELS_PER_SECOND``).
+limit of calls per client address per second (``DUCTWORK_SERVE_KEYLESS_REQUESTS_PER_SECOND``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def document_handler(stream: Stream) -> Handler:
             wait = await request.app.state.keyless_limit.check(client)
             if wait is not None:
                 raise rate_limited(wait)
-        body = state.held.documents.get(stream.name)
+        body = state.small.documents.get(stream.name)
         if body is None:
             raise ApiError(
                 ErrorCode.UNAVAILABLE, f"The {stream.name} stream has not been synced yet"

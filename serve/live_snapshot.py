@@ -26,7 +26,7 @@ from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
 from serve.catalog_index import CatalogIndex, load_catalog
-from serve.held_answers import HeldAnswers, load_held_answers
+from serve.small_answers import SmallAnswers, load_small_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
 
 log = logging.getLogger("ductwork.serve")
@@ -39,7 +39,7 @@ class ServingState:
     version: str
     published_at: float
     catalog: CatalogIndex
-    held: HeldAnswers
+    small: SmallAnswers
     lists: dict[str, PositionedList]  # the large lists, by stream name
     reader: SnapshotReader
     lease: snapshots.Lease
@@ -68,7 +68,7 @@ def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> 
             version=snapshot.version,
             published_at=snapshot.path.stat().st_mtime,
             catalog=load_catalog(con),
-            held=load_held_answers(con),
+            small=load_small_answers(con),
             lists=_load_lists(reader, snapshot, cache_bytes),
             reader=reader,
             lease=lease,

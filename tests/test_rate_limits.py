@@ -142,7 +142,7 @@ def test_a_lookup_the_short_path_hands_to_the_routes_counts_once(strict_app: InP
 
 def run_serve(home: Path, settings: dict[str, str]) -> AbstractContextManager[RunningApi]:
     """``ductwork serve`` with one worker and 2 key-less indoor-models calls a second."""
-    return serving_process(home, 1, {"DUCTWORK_SERVE_INDOOR_MODELS_PER_SECOND": "2", **settings})
+    return serving_process(home, 1, {"DUCTWORK_SERVE_KEYLESS_REQUESTS_PER_SECOND": "2", **settings})
 
 
 def indoor_models(url: str, forwarded_for: list[str]) -> list[int]:

@@ -116,7 +116,7 @@ def test_every_protected_path_answers_401_401_401_403_in_its_familys_style(
 def strict_api(read_api: ReadApi) -> Iterator[str]:
     """The read API with tight limits: 3 calls per key and 2 key-less calls per address a
     second."""
-    limits = ServeSettings(serve_key_requests_per_second=3, serve_indoor_models_per_second=2)
+    limits = ServeSettings(serve_key_requests_per_second=3, serve_keyless_requests_per_second=2)
     with serving(create_app(HomeSettings(home=read_api.home), limits)) as url:
         yield url
 

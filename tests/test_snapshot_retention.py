@@ -16,10 +16,10 @@ import pytest
 from ductwork import snapshots
 from ductwork.settings import HomeSettings, S3Settings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.streams.registry import numbered_lists
 from serve import record_file
 from serve.live_snapshot import LiveSnapshot, load_state
 from tests.conftest import ObjectStoreServer
-from warehouse_sql import NUMBERED_LISTS
 
 
 def publish_fake(directory: Path, version: str, published_ago_s: float) -> Path:
@@ -105,7 +105,7 @@ def write_record_files(snapshot: Path) -> list[Path]:
     """A record file of every numbered list beside ``snapshot``, named as a serving worker
     names it (the content does not matter to pruning)."""
     paths = [
-        snapshot.parent / snapshots.record_file_name(snapshot, table) for table in NUMBERED_LISTS
+        snapshot.parent / snapshots.record_file_name(snapshot, table) for table in numbered_lists()
     ]
     for path in paths:
         path.write_bytes(record_file.MAGIC + b"records")

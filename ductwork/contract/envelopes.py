@@ -27,14 +27,17 @@ def product_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
 
 
 def product_lookup(record: bytes) -> bytes:
-    """``{"success", "data": {...}, "errors"}``: a product, a pairing or a submittal."""
+    """``{"success", "data": {...}, "errors"}``: one record of the product family, or of a
+    warehouse lookup."""
     return b'{"success":true,"data":' + record + b',"errors":[]}'
 
 
-def pairing_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
-    """APIResponseV3 list: pagination embedded in ``data`` beside ``pairings``."""
+def nested_list(member: str, records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
+    """APIResponseV3 list: the records in ``data``'s ``member``, the pagination beside them."""
     return (
-        b'{"success":true,"data":{"pairings":'
+        b'{"success":true,"data":{'
+        + dumps(member)
+        + b":"
         + _array(records)
         + b',"pagination":'
         + dumps(pagination)

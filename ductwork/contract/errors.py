@@ -65,7 +65,7 @@ class ApiError(Exception):
     message: str
     param: str | None = None
     retry_after: int | None = None
-    # Warehouse submittal lookups answer a miss with ``data: {}`` instead of ``null``.
+    # A warehouse lookup answers a miss with ``data: {}`` instead of ``null``.
     empty_data: object = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -146,7 +146,7 @@ def product_not_found(sku: str) -> ApiError:
 
 
 def record_not_found(what: str, key: str | int) -> ApiError:
-    """No ``what`` (a record's name in a message: ``pairing``, ``lead``) has that key."""
+    """No ``what`` (a record's name in a message, e.g. ``lead``) has that key."""
     shown = key if isinstance(key, int) else repr(key[:80])
     return not_found(f"No {what} {shown}")
 

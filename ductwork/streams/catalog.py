@@ -9,7 +9,7 @@ from ductwork.contract import paths
 from ductwork.contract.paths import Family
 from ductwork.streams.model import HOURLY, Serving, Step, Stream, Table, Warning
 from ductwork.sync.whole_lists import WholeList
-from ductwork.upstream.schema_drift import RecordShape
+from ductwork.upstream.schema_drift import NULL, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import (
     Record,
@@ -23,7 +23,6 @@ from ductwork.warehouse.loading import (
 
 BATCH = "catalog"
 LINKS = dict  # {"self": {"href": ...}}
-NULL = type(None)
 PAIRINGS_LIST = f"{paths.PRODUCTS_PREFIX}/pairings"
 
 CATALOG_ITEM_RECORD = RecordShape(

@@ -10,12 +10,9 @@ from ductwork.contract.paths import Family
 from ductwork.streams.model import EVERY_15_MINUTES, Serving, Step, Stream, Table
 from ductwork.sync.cursor_list import CursorList
 from ductwork.sync.detail_queue import DetailQueue
-from ductwork.upstream.schema_drift import RecordShape
+from ductwork.upstream.schema_drift import NULL, NUMBER, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, text_or_none, timestamp_or_none
-
-NULL = type(None)
-NUMBER = (int, float)
 
 LEAD_RECORD = RecordShape(
     required={

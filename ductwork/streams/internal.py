@@ -14,7 +14,7 @@ from ductwork.contract.paths import Family
 from ductwork.streams.model import NIGHTLY, Serving, Step, Stream, Table
 from ductwork.sync.bucket_listing import BucketListing
 from ductwork.sync.documents import Document
-from ductwork.upstream.schema_drift import RecordShape
+from ductwork.upstream.schema_drift import NULL, NUMBER, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import (
     Record,
@@ -25,7 +25,6 @@ from ductwork.warehouse.loading import (
     timestamp_or_none,
 )
 
-NUMBER = (int, float)
 CONTRACTORS_PATH = f"{paths.INTERNAL_PREFIX}/accounts/contractors"
 INDOOR_MODELS_PATH = f"{paths.INTERNAL_PREFIX}/products/indoor-models"
 MANUALS_PATH = f"{paths.INTERNAL_PREFIX}/digital-assets"
@@ -41,7 +40,7 @@ INDOOR_MODEL_RECORD = RecordShape(
 MANUAL_RECORD = RecordShape(
     required={
         "key": str, "url": str, "sizeBytes": int, "lastModified": str, "etag": str,
-        "contentType": (str, type(None)),
+        "contentType": (str, NULL),
     },
 )  # fmt: skip
 

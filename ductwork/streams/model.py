@@ -1,7 +1,7 @@
 """What a stream is, as data: the registry's entries, from which everything else derives.
 
-A **stream** is one kind of upstream record the mirror keeps (the changes feed's names:
-``products``, ``pairings``, ...). It is read in one or more **steps**, each one Dagster asset
+A **stream** is one kind of upstream record the mirror keeps, named as the changes feed
+names it. It is read in one or more **steps**, each one Dagster asset
 writing one table (or a slice of one); its **cadence** says when it is synced and how fresh it
 must be; its **serving** says how the read API answers it. Nothing here imports Dagster: the
 assets, jobs, schedules, checks, CLI options and routes are built from these entries by the

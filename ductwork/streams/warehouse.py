@@ -11,11 +11,10 @@ from ductwork.streams.catalog import PAIRINGS, PRODUCTS
 from ductwork.streams.model import EVERY_15_MINUTES, NIGHTLY, Serving, Step, Stream, Table
 from ductwork.sync.derived_requests import DerivedRequests
 from ductwork.sync.updated_after import UpdatedAfter
-from ductwork.upstream.schema_drift import RecordShape
+from ductwork.upstream.schema_drift import NULL, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, text_or_none, timestamp_or_none
 
-NULL = type(None)
 SUBMITTAL_DATA = f"{paths.WAREHOUSE_PREFIX}/submittal-data"
 
 DIGITAL_ASSET_RECORD = RecordShape(

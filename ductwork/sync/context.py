@@ -32,7 +32,7 @@ class Upstream(Protocol):
 
 
 class Bucket(Protocol):
-    """The object store's bucket of manuals and images."""
+    """The object store's bucket (listed by a stream, and where images are mirrored)."""
 
     bucket: str
 

@@ -34,7 +34,7 @@ from ductwork.warehouse.loading import rows_table as build_rows
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# Tables written beside the list's own, from the same records (a pairing's product slots).
+# Tables written beside the list's own, from the same records (a record's nested parts).
 Beside = Callable[[list[Record]], list[Replacement]]
 
 

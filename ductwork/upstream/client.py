@@ -303,7 +303,7 @@ def _accepted(status: int, body: bytes, parse_json: bool) -> Answer | None:
 
 
 def _pagination_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The pagination object of a product, pairing or warehouse list body."""
+    """The pagination object of a list body (top-level, or nested in ``data``)."""
     if "pagination" in body:
         return body["pagination"] or {}
     data = body.get("data")

@@ -56,10 +56,10 @@ class _PageHasher:
 
 
 def records_of(body: Mapping[str, Any]) -> list[Record]:
-    """The records of a product or warehouse list page, or of a pairing list page."""
+    """The records of a list page: ``data`` itself, or the one list nested in it (APIResponseV3)."""
     data = body.get("data")
     if isinstance(data, Mapping):
-        return list(data.get("pairings") or [])
+        return next((list(value) for value in data.values() if isinstance(value, list)), [])
     return list(data or [])
 
 

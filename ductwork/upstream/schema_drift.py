@@ -5,9 +5,9 @@ member nobody announced, lacks one every record should have, or carries one with
 type is still stored whole (its JSON is the truth the read API serves); the run only counts
 such records, so a change of the upstream's schema shows in the run's metadata.
 
-One shape per mirrored record type, written from the wire contract and the service spec.
-Members the upstream is known to leave out now and then are optional: their absence is no
-drift, a value of another type is.
+Each stream declares the shape of its records in the registry (``ductwork.streams``), written
+from the wire contract and the service spec. Members the upstream is known to leave out now
+and then are optional: their absence is no drift, a value of another type is.
 """
 
 from __future__ import annotations
@@ -115,119 +115,3 @@ class DriftTally:
 
 _ABSENT = object()
 _MAX_SIGNATURES = 4096  # a stream of ever-new shapes is judged record by record past this
-
-LINKS = dict  # {"self": {"href": ...}}
-
-UNIT_RECORD = RecordShape(
-    required={
-        "sku": str,
-        "srn": str,
-        "brand": str,
-        "category": str,
-        "subcategory": str,
-        "series": dict,
-        "family": dict,
-        "description": (str, NULL),
-        "status": str,
-        "specifications": dict,
-        "performance": (dict, NULL),
-        "compatibility": dict,
-        "images": list,
-        "updatedAt": str,
-        "_links": LINKS,
-    },
-    optional={"x-legacyCode": (str, NULL)},
-)
-CATALOG_ITEM_RECORD = RecordShape(
-    required={"sku": str, "srn": str, "type": str, "_links": LINKS},
-)
-PAIRING_RECORD = RecordShape(
-    required={"relationshipId": int, "relType": str, "products": list, "updatedAt": str},
-)
-DIGITAL_ASSET_RECORD = RecordShape(
-    required={
-        "assetId": str,
-        "sku": (str, NULL),
-        "assetType": str,
-        "title": str,
-        "url": str,
-        "mimeType": str,
-        "language": (str, NULL),
-        "fileSizeBytes": int,
-        "createdAt": str,
-        "updatedAt": str,
-    },
-)
-SUBMITTAL_RECORD = RecordShape(
-    required={
-        "idu": (str, NULL),
-        "odu": (str, NULL),
-        "ahriNumber": (str, NULL),
-        "documentUrl": str,
-        "systemPerformance": dict,
-        "updatedAt": str,
-    },
-)
-LEAD_RECORD = RecordShape(
-    required={
-        "Id": str,
-        "CreatedDate": str,
-        "LeadID__c": str,
-        "Status": str,
-        "LeadSource": str,
-        "Name": str,
-        "Business_Unit__c": str,
-        "StateCode": str,
-        "PostalCode": str,
-        "Campaign__c": (str, NULL),
-        "marketing_medium__c": str,
-        "Rooms__c": str,
-        "When_Are_You_Planning_to_Purchase__c": str,
-        "RecordTypeId": str,
-    },
-    # The upstream leaves these out of some leads.
-    optional={"marketing_term__c": str, "utm_advertising_campaign__c": str},
-)
-LEAD_DETAIL_RECORD = RecordShape(
-    required={
-        "id": str,
-        "email": str,
-        "name": str,
-        "FirstName": str,
-        "LastName": str,
-        "company": str,
-        "phone": str,
-        "category": str,
-        "status": str,
-        "purchaseStatus": str,
-        "address": dict,
-        "annualRevenue": NUMBER,
-        "assignedContractor": str,
-        "assignedBU": str,
-        "doNotSell": bool,
-        "approvalCode": str,
-        "isApprovedHEAR": bool,
-        "isQualifiedHEAR": bool,
-        "tierHEAR": str,
-        "Consumer_Rebate_Summary__c": str,
-        "Contractor_Rebate_Summary__c": str,
-        "Campaign__c": (str, NULL),
-        "Auto_Assign_Contractors__c": bool,
-        "Rooms__c": str,
-        "When_Are_You_Planning_to_Purchase__c": str,
-        "RecordTypeId": str,
-    },
-)
-CONTRACTOR_RECORD = RecordShape(
-    required={
-        "contractorId": str,
-        "name": str,
-        "city": str,
-        "state": str,
-        "rating": NUMBER,
-        "reviews": list,
-    },
-)
-INDOOR_MODEL_RECORD = RecordShape(
-    required={"model": str, "sku": str, "series": str, "family": str, "capacityBtuh": NUMBER},
-)

@@ -66,7 +66,7 @@ def submittal_data(
     idu, odu = idu or None, odu or None
     if idu is None and odu is None:
         raise lookup_params_missing(("idu", "odu"))
-    record = state.held.lookups[SUBMITTALS.name].get((idu, odu))
+    record = state.small.lookups[SUBMITTALS.name].get((idu, odu))
     if record is None:
         raise lookup_not_found("submittal data")
     return json_answer(request, state, envelopes.product_lookup(record))

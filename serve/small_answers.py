@@ -17,7 +17,7 @@ Lookup = dict[tuple[str | None, ...], bytes]
 
 
 @dataclass(frozen=True)
-class HeldAnswers:
+class SmallAnswers:
     """Lookups and documents of one snapshot, by stream name (a document is None before its
     stream's first sync)."""
 
@@ -25,7 +25,7 @@ class HeldAnswers:
     documents: dict[str, bytes | None]
 
 
-def load_held_answers(con: duckdb.DuckDBPyConnection) -> HeldAnswers:
+def load_small_answers(con: duckdb.DuckDBPyConnection) -> SmallAnswers:
     """Read them from a snapshot, through each stream's ``served`` statement."""
     lookups = {
         stream.name: {
@@ -38,4 +38,4 @@ def load_held_answers(con: duckdb.DuckDBPyConnection) -> HeldAnswers:
     for stream in served_as(Serving.DOCUMENT):
         rows = con.execute(stream_section(stream.sql, "served")).fetchall()
         documents[stream.name] = rows[0][0].encode() if rows else None
-    return HeldAnswers(lookups, documents)
+    return SmallAnswers(lookups, documents)
