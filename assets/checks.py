@@ -1,160 +1,26 @@
-"""Asset checks that guard the serving snapshot, run as a few Dagster steps.
+"""Every check that guards the published snapshot, as rules made from the registry: each
+step's keys and size, its reader's guards and its warnings (``stream_rules``), gathered into a
+few check steps (``STREAM_CHECKS``).
 
-A check is a ``CheckRule``: a name, a description and a verdict computed from ``CheckInputs``.
-``grouped_checks`` turns the rules of several assets into one multi-check, so that they share
-one step and one warehouse connection: each step has a fixed cost in Dagster, and a run with
-nothing new to sync is mostly such fixed costs.
+The key checks read the warehouse; the others read the run metadata each asset recorded (row
+count, cursor, reported total) from the Dagster instance, and their verdicts are plain
+functions of that metadata.
 """
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
 import duckdb
-from dagster_duckdb import DuckDBResource
 
-from assets.resources import DataHome, open_warehouse
+from assets.check_steps import AssetRule, CheckInputs, CheckRule, Metadata, grouped_checks
+from assets.resources import DataHome
 from ductwork import snapshots
 from ductwork.streams.model import Table, Warning
+from ductwork.streams.registry import STREAMS, all_steps
+from ductwork.upstream.timestamps import canonical_or_received
 from ductwork.warehouse.loading import count_rows
-from warehouse_sql import read_sql, stream_section
-
-Metadata = Mapping[str, Any]
-
-
-class _SharedConnection:
-    """The warehouse, opened on first use and closed with the step's exit stack."""
-
-    def __init__(self, warehouse: DuckDBResource, stack: ExitStack) -> None:
-        self._warehouse = warehouse
-        self._stack = stack
-        self._connection: duckdb.DuckDBPyConnection | None = None
-        self._primary_keys: dict[str, frozenset[str]] | None = None
-
-    def get(self) -> duckdb.DuckDBPyConnection:
-        if self._connection is None:
-            self._connection = self._stack.enter_context(open_warehouse(self._warehouse))
-        return self._connection
-
-    def primary_keys(self) -> dict[str, frozenset[str]]:
-        """Each table's primary-key columns, read once per step."""
-        if self._primary_keys is None:
-            rows = self.get().execute(read_sql("primary_keys")).fetchall()
-            self._primary_keys = {table: frozenset(columns) for table, columns in rows}
-        return self._primary_keys
-
-
-@dataclass
-class CheckInputs:
-    """What the checks of one asset read, each opened or fetched at most once per step."""
-
-    asset_key: dg.AssetKey
-    warehouse: _SharedConnection
-    data_home: DataHome
-    instance: dg.DagsterInstance | None
-    _recent: tuple[Metadata | None, Metadata | None] | None = field(default=None, repr=False)
-
-    @classmethod
-    def standalone(
-        cls,
-        asset_key: dg.AssetKey,
-        warehouse: DuckDBResource,
-        data_home: DataHome,
-        stack: ExitStack,
-    ) -> "CheckInputs":
-        """Inputs outside a run (no instance to read metadata from)."""
-        return cls(asset_key, _SharedConnection(warehouse, stack), data_home, None)
-
-    def connection(self) -> duckdb.DuckDBPyConnection:
-        """The warehouse, opened once for the whole step."""
-        return self.warehouse.get()
-
-    def recent_metadata(self) -> tuple[Metadata | None, Metadata | None]:
-        """The metadata of the asset's latest materialization and of the one before it."""
-        if self._recent is None:
-            found: list[Metadata] = []
-            if self.instance is not None:
-                records = self.instance.fetch_materializations(self.asset_key, limit=2).records
-                found = [
-                    {name: value.value for name, value in r.asset_materialization.metadata.items()}
-                    for r in records
-                    if r.asset_materialization
-                ]
-            self._recent = (found[0] if found else None, found[1] if len(found) > 1 else None)
-        return self._recent
-
-
-@dataclass(frozen=True)
-class CheckRule:
-    """One check of an asset: its name, what it promises and how its verdict is reached."""
-
-    name: str
-    description: str
-    verdict: Callable[[CheckInputs], dg.AssetCheckResult]
-    blocking: bool = True
-    additional_deps: tuple[str, ...] = ()
-
-
-# The asset a rule checks, by key: one multi-asset step may materialise several checked assets.
-class AssetRule(NamedTuple):
-    """A check rule and the asset it checks."""
-
-    asset: dg.AssetKey
-    rule: CheckRule
-
-
-def grouped_checks(name: str, rules: Sequence[AssetRule]) -> dg.AssetChecksDefinition:
-    """Every rule given, for whichever assets, as one multi-check (one step) called ``name``.
-
-    The step runs once all the checked assets are materialised, so a group must not hold an
-    asset together with one that depends on it. A run may select any subset of the checks;
-    only the selected ones are evaluated.
-    """
-    specs = [
-        dg.AssetCheckSpec(
-            rule.name,
-            asset=asset,
-            blocking=rule.blocking,
-            description=rule.description,
-            additional_deps=list(rule.additional_deps),
-        )
-        for asset, rule in rules
-    ]
-    checked = sorted({asset.to_user_string() for asset, _ in rules})
-
-    @dg.multi_asset_check(
-        specs=specs, name=name, can_subset=True,
-        description=f"The checks of {', '.join(checked)}, in one step.",
-    )  # fmt: skip
-    def _checks(
-        context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource, data_home: DataHome
-    ) -> Iterator[dg.AssetCheckResult]:
-        selected = context.selected_asset_check_keys
-        with ExitStack() as stack:
-            connection = _SharedConnection(warehouse, stack)
-            inputs_of: dict[dg.AssetKey, CheckInputs] = {}  # one per asset: its metadata
-            for asset, rule in rules:
-                if dg.AssetCheckKey(asset, rule.name) in selected:
-                    inputs = inputs_of.setdefault(
-                        asset, CheckInputs(asset, connection, data_home, context.instance)
-                    )
-                    yield evaluate(rule, inputs)
-
-    return _checks
-
-
-def evaluate(rule: CheckRule, inputs: CheckInputs) -> dg.AssetCheckResult:
-    """The rule's verdict, named as its check."""
-    verdict = rule.verdict(inputs)
-    return dg.AssetCheckResult(
-        asset_key=inputs.asset_key,
-        check_name=rule.name,
-        passed=verdict.passed,
-        severity=verdict.severity,
-        metadata=verdict.metadata,
-    )
+from warehouse_sql import stream_section
 
 
 def keys_unique_and_present(asset: dg.AssetKey, table: Table) -> AssetRule:
@@ -227,3 +93,150 @@ def warns(asset: dg.AssetKey, stream_sql: str, warning: Warning) -> AssetRule:
             additional_deps=warning.after,
         ),
     )
+
+
+# A table may lose at most this fraction of its rows in one run, unless the run reconciles.
+SHRINK_LIMIT = 0.2
+
+
+def shrink_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:
+    """Fail when the row count fell by more than SHRINK_LIMIT outside a reconciliation."""
+    rows = int((current or {}).get("dagster/row_count", 0))
+    before = int((previous or {}).get("dagster/row_count", 0))
+    reconciling = (current or {}).get("mode") == "reconcile"
+    lost = max(before - rows, 0)
+    shrunk = before > 0 and lost / before > SHRINK_LIMIT
+    return dg.AssetCheckResult(
+        passed=reconciling or not shrunk,
+        metadata={
+            "rows": rows,
+            "rows_before": before,
+            "rows_lost": lost,
+            "shrink_limit": SHRINK_LIMIT,
+            "reconciliation": reconciling,
+        },
+    )
+
+
+def lead_cursor(metadata: Metadata | None) -> tuple[str, str] | None:
+    """The (CreatedDate, Id) cursor a lead run recorded, if any."""
+    created = (metadata or {}).get("cursor_created_date") or ""
+    if not created:
+        return None
+    # Compare instants, not spellings.
+    return (canonical_or_received(created), str((metadata or {}).get("cursor_id") or ""))
+
+
+def cursor_verdict(current: Metadata | None, previous: Metadata | None) -> dg.AssetCheckResult:
+    """Fail when the lead cursor stands before where the previous run left it."""
+    now, before = lead_cursor(current), lead_cursor(previous)
+    moved_back = before is not None and (now is None or now < before)
+    return dg.AssetCheckResult(
+        passed=not moved_back,
+        metadata={
+            "cursor": ", ".join(now) if now else "",
+            "cursor_before": ", ".join(before) if before else "",
+        },
+    )
+
+
+def completeness_verdict(current: Metadata | None) -> dg.AssetCheckResult:
+    """Fail when the upstream reported a different total than the rows loaded.
+
+    Runs that list only part of a stream (incremental walks) report no total and pass.
+    """
+    reported = (current or {}).get("reported_total")
+    rows = int((current or {}).get("dagster/row_count", 0))
+    if reported is None:
+        return dg.AssetCheckResult(passed=True, metadata={"rows": rows, "reported_total": "n/a"})
+    return dg.AssetCheckResult(
+        passed=int(reported) == rows,
+        metadata={"rows": rows, "reported_total": int(reported), "missing": int(reported) - rows},
+    )
+
+
+def no_large_shrink(asset: dg.AssetKey) -> AssetRule:
+    """A blocking check: the asset's table did not shrink by more than SHRINK_LIMIT."""
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_no_large_shrink",
+            description=f"Rows did not fall by more than {SHRINK_LIMIT:.0%} since the previous "
+            "materialization, unless the run was a reconciliation.",
+            verdict=lambda inputs: shrink_verdict(*inputs.recent_metadata()),
+        ),
+    )
+
+
+def cursor_only_moves_forward(asset: dg.AssetKey) -> AssetRule:
+    """A blocking check: the lead cursor never moves back."""
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_cursor_only_moves_forward",
+            description=(
+                "The (CreatedDate, Id) cursor is at or after where the previous run left it."
+            ),
+            verdict=lambda inputs: cursor_verdict(*inputs.recent_metadata()),
+        ),
+    )
+
+
+def complete_against_upstream(asset: dg.AssetKey) -> AssetRule:
+    """A blocking check: rows loaded equal the total the upstream reported."""
+    return AssetRule(
+        asset,
+        CheckRule(
+            name=f"{asset.path[-1]}_complete_against_upstream",
+            description="Rows loaded equal the upstream's reported total (totalItems) of a full "
+            "listing; incremental runs report none and pass.",
+            verdict=lambda inputs: completeness_verdict(inputs.recent_metadata()[0]),
+        ),
+    )
+
+
+# The checks a reader's kind calls for (its ``guards``), by name.
+GUARDS: dict[str, Callable[[dg.AssetKey], AssetRule]] = {
+    "cursor_only_moves_forward": cursor_only_moves_forward,
+    "complete_against_upstream": complete_against_upstream,
+}
+
+
+def stream_rules() -> list[AssetRule]:
+    """Every check of every step of the registry: its keys, its size against the run before,
+    its reader's guards and its warnings."""
+    rules: list[AssetRule] = []
+    for stream in STREAMS:
+        for step in stream.steps:
+            key = dg.AssetKey(step.asset)
+            rules.append(keys_unique_and_present(key, step.table))
+            rules += [warns(key, stream.sql, warning) for warning in step.warnings]
+            rules.append(no_large_shrink(key))
+            rules += [GUARDS[guard](key) for guard in sorted(step.reader.guards)]
+    return rules
+
+
+def check_steps(rules: list[AssetRule]) -> list[dg.AssetChecksDefinition]:
+    """The rules as a few check steps instead of one per check (see assets/checks.py).
+
+    A check step runs once all its assets are in, so no step may hold an asset together with
+    one that depends on it: a batch's checks form one step, an asset that another step needs
+    has a step of its own (so its blocking checks run before what depends on it), and the
+    checks of every other asset share the last step.
+    """
+    needed = {asset for step in all_steps() for asset in step.after}
+    group_of: dict[str, str] = {}
+    for step in all_steps():
+        if step.batch is not None:
+            group_of[step.asset] = f"{step.batch}_checks"
+        elif step.asset in needed:
+            group_of[step.asset] = f"{step.asset}_checks"
+        else:
+            group_of[step.asset] = "stream_checks"
+    groups: dict[str, list[AssetRule]] = {}
+    for rule in rules:
+        groups.setdefault(group_of[rule.asset.to_user_string()], []).append(rule)
+    return [grouped_checks(name, members) for name, members in groups.items()]
+
+
+STREAM_CHECKS = check_steps(stream_rules())

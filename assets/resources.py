@@ -210,7 +210,7 @@ class ObjectStore(dg.ConfigurableResource):
 
     def _new_api_client(self) -> Any:
         # botocore alone, without boto3: importing boto3 (and its transfer manager) and its
-        # client's extra handlers cost a run with nothing to sync about 0.1 s of CPU, and the
+        # client's extra handlers is a noticeable part of a run with nothing to sync, and the
         # assets use the API's operations only.
         import botocore.session
 

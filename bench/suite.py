@@ -48,10 +48,10 @@ from typing import Any
 
 import httpx
 
-from ductwork.local_server import free_socket
 from ductwork.run_worker import proc_stat
 from ductwork.settings import upstream_environment
 from pipelines.processes import ProcessGroup, installed_command, wait_until_answering
+from sandbox.local_server import free_socket
 
 KEY = "bench-key"
 BUCKET = "ductwork-bench"
@@ -573,10 +573,10 @@ class Suite:
 
 def create_key(home: Path) -> str:
     """A read API key with every scope, in ``home``'s key file."""
-    from ductwork.keys import KeyStore
+    from ductwork.keys import KeyFile
     from ductwork.settings import HomeSettings
 
-    return KeyStore(HomeSettings(home=home).keys_path).create("bench", ["all"])
+    return KeyFile(HomeSettings(home=home).keys_path).create("bench", ["all"])
 
 
 def process_tree(pid: int) -> list[int]:

@@ -1,7 +1,7 @@
 """Who may read the data folder: its owner only, or its owner and one group.
 
-The folder holds personal data of leads and contractors (warehouse, snapshots) and the API keys' hashes, so
-nothing in it is readable by other local users. By default files are 0600 and folders 0700;
+The folder holds personal data (in the warehouse and its snapshots) and the API keys' hashes,
+so nothing in it is readable by other local users. By default files are 0600 and folders 0700;
 with ``DUCTWORK_FILE_GROUP`` set (a group name or gid), files are 0640 and folders 2750 (the
 setgid bit makes every file created inside take the folder's group), so the read API or
 analysts may run as other users of that group.

@@ -61,7 +61,7 @@ def hash_key(key: str) -> str:
 
 
 @dataclass
-class KeyStore:
+class KeyFile:
     """The key file; re-read when it changes on disk.
 
     ``create`` and ``revoke`` hold an exclusive lock on a file beside it while they read,

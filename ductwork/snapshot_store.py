@@ -39,7 +39,8 @@ MAX_POLL_S = 300.0
 GRACE_S = 600.0  # the data folder's own grace, and at least twice MAX_POLL_S
 KEEP = 3
 FETCH_LOCK = ".fetch.lock"
-# Multipart above 64 MiB, four parts in flight: boto3's managed transfer does the rest.
+# Multipart above 64 MiB, in parts of 64 MiB; boto3's managed transfer does the rest (its own
+# number of parts in flight).
 TRANSFER = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20)
 _MISSING = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}  # nothing published yet
 

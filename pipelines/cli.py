@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ductwork import file_modes
-from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, KeyStore
+from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, KeyFile
 from ductwork.settings import (
     HomeSettings,
     ServeSettings,
@@ -20,6 +20,7 @@ from ductwork.settings import (
     SnapshotStoreSettings,
     load,
 )
+from ductwork.streams.registry import STREAMS
 from pipelines.usage import UsageError
 
 # The sandbox (and so the demo) ships with the repository, not with the installed package.
@@ -111,20 +112,24 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Full listings: deletions detected, every record re-read.",
     )
+    streams = ", ".join(stream.name for stream in STREAMS)
+    resumable = ", ".join(stream.name for stream in STREAMS if stream.resumable)
     sync.add_argument(
         "--full-refresh",
         action="append",
         metavar="STREAM",
-        help="Re-read this stream from scratch (bookmark or cursor forgotten, deletions "
-        "detected); repeatable; adds the stream to the selection.",
+        help=f"Re-read this stream from scratch (resume point forgotten, deletions detected); "
+        f"repeatable; adds the stream to the selection. Streams: {streams}.",
     )
     sync.add_argument(
-        "--reset-bookmark",
+        "--reset",
         action="append",
         metavar="STREAM",
-        help="Forget the stream's bookmark or cursor, then sync it incrementally from the "
-        "start (warehouse_digital_assets, crm_leads); repeatable.",
+        help=f"Forget the stream's resume point, then sync it incrementally from the start; "
+        f"repeatable. Streams with one: {resumable}.",
     )
+    # The flag's name before the glossary called it a resume point; still accepted.
+    sync.add_argument("--reset-bookmark", dest="reset", action="append", help=argparse.SUPPRESS)
     sync.set_defaults(run=_sync)
 
     run_job = sub.add_parser("run-job", help="Run one Dagster job of ductwork by name.")
@@ -215,7 +220,7 @@ def _sync(options: argparse.Namespace) -> int:
         publish=not options.no_publish,
         reconcile=options.reconcile,
         full_refresh=options.full_refresh,
-        reset=options.reset_bookmark,
+        reset=options.reset,
         verbose=options.verbose,
     )
     return outcome.exit_code
@@ -274,8 +279,8 @@ def _serve(options: argparse.Namespace) -> int:
     return 0
 
 
-def _key_store() -> KeyStore:
-    return KeyStore(load(HomeSettings).keys_path)
+def _key_store() -> KeyFile:
+    return KeyFile(load(HomeSettings).keys_path)
 
 
 def _keys_create(options: argparse.Namespace) -> int:
@@ -350,7 +355,7 @@ def _dev(options: argparse.Namespace) -> int:
         print(f"ductwork: {taken}", file=sys.stderr)
         return 2
     prepare_dagster_home(load(HomeSettings).dagster_home)
-    command = [installed_command("dagster"), "dev", "-w", str(WORKSPACE), "-h", host]
+    command = [installed_command("dg"), "dev", "-w", str(WORKSPACE), "-h", host]
     command += ["-p", str(options.port)]
     env = os.environ.copy()
     return run_until_stopped("dev", lambda group: group.start(command, env).wait())

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.checks import STREAM_CHECKS
 from assets.product_images import IMAGE_FRESHNESS, product_images
+from assets.publish import serving_snapshot
 from assets.resources import default_resources
-from assets.serving import serving_snapshot
-from assets.stream_checks import STREAM_CHECKS
 from assets.streams import STREAM_ASSETS
 from assets.table_metadata import with_table_metadata
 from ductwork.streams.registry import STREAMS

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from ductwork.contract import paths
-from ductwork.keys import KeyStore
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, load, upstream_environment
-from ductwork.streams.registry import INDOOR_MODELS
 from pipelines.instance import prepare_dagster_home
 from pipelines.processes import (
     WORKSPACE,
@@ -72,7 +71,7 @@ def run_demo(options: argparse.Namespace) -> int:
             ),
             env,
         )  # fmt: skip
-        wait_until_answering(upstream_url + INDOOR_MODELS.path, sandbox, timeout_s=300)
+        wait_until_answering(upstream_url + "/_sandbox/stats", sandbox, timeout_s=300)
 
         print(f"[demo] full sync into {home.warehouse_path} (runs recorded in the Dagster UI)")
         # A child of the group: a stop signal reaches it as SIGTERM, and it ends its run as
@@ -81,13 +80,13 @@ def run_demo(options: argparse.Namespace) -> int:
             print("[demo] the sync failed; see the run above", file=sys.stderr)
             return 1
 
-        key = KeyStore(home.keys_path).create("demo", ["all"])
+        key = KeyFile(home.keys_path).create("demo", ["all"])
         api = group.start(_ductwork("serve", "--host", HOST, "--port", str(options.api_port)), env)
         wait_until_answering(api_url + paths.PRODUCTS_LIST, api)
         ui_url = None
         if not options.no_ui:
             ui_url = f"http://{HOST}:{options.ui_port}"
-            dev = [installed_command("dagster"), "dev", "-w", str(WORKSPACE), "-h", HOST]
+            dev = [installed_command("dg"), "dev", "-w", str(WORKSPACE), "-h", HOST]
             dev += ["-p", str(options.ui_port)]
             group.start(dev, env)
         _print_summary(api_url, key, ui_url, home)
@@ -110,13 +109,23 @@ def _ports(options: argparse.Namespace) -> list[tuple[str, int]]:
 
 
 def _seed_bucket(s3_url: str, seed: int) -> None:
-    """Create the demo bucket and put some manuals in it, as the upstream's store holds."""
+    """Create the demo bucket and put in it what the upstream's store holds."""
     from assets.resources import ObjectStore
-    from sandbox.server import seed_manuals
+    from sandbox.server import seed_bucket
 
     client = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
     client.create_bucket(Bucket=BUCKET)
-    seed_manuals(client, BUCKET, seed, 40)
+    seed_bucket(client, BUCKET, seed, 40)
+
+
+def _installed_command() -> str:
+    """The ``ductwork`` command of this environment, as a newcomer can paste it (relative to
+    the current folder when inside it: ``.venv/bin/ductwork``)."""
+    command = Path(sys.prefix) / "bin" / "ductwork"
+    try:
+        return str(command.relative_to(Path.cwd()))
+    except ValueError:
+        return str(command)
 
 
 def _print_summary(api_url: str, key: str, ui_url: str | None, home: HomeSettings) -> None:
@@ -126,9 +135,8 @@ def _print_summary(api_url: str, key: str, ui_url: str | None, home: HomeSetting
     if ui_url:
         print(f"  Dagster UI {ui_url}  (takes a few seconds to start)")
     print(f"  snapshots  {home.snapshots_dir}")
-    print(
-        f'  SQL        DUCTWORK_HOME={home.home} uv run ductwork sql "SELECT count(*) FROM units"'
-    )
+    command = _installed_command()
+    print(f'  SQL        DUCTWORK_HOME={home.home} {command} sql "SELECT count(*) FROM units"')
     print()
     print(f'  curl -H "Authorization: Bearer {key}" "{api_url}/products/v2.0/indoor-units?count=2"')
     print()

@@ -39,27 +39,15 @@ concurrency:
   runs:
     max_concurrent_runs: 1
 """
-# What earlier releases wrote: replaced by the current default, since no one edited it.
-EARLIER_DEFAULTS = (
-    """\
-telemetry:
-  enabled: false
-concurrency:
-  pools:
-    default_limit: 1
-  runs:
-    max_concurrent_runs: 1
-""",
-)
 
 
 def prepare_dagster_home(dagster_home: Path) -> Path:
-    """Create the instance folder with its dagster.yaml (kept if present and edited) and
+    """Create the instance folder with its dagster.yaml (an existing one is kept as it is) and
     select it."""
     modes = file_modes.current()
     modes.make_private_dir(dagster_home)
     config = dagster_home / "dagster.yaml"
-    if not config.exists() or config.read_text(encoding="utf-8") in EARLIER_DEFAULTS:
+    if not config.exists():
         modes.write_private(config, INSTANCE_YAML.encode("utf-8"))
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home

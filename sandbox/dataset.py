@@ -11,7 +11,7 @@ from sandbox.asset_records import make_assets
 from sandbox.catalog_records import make_contractors, make_pairings, make_units
 from sandbox.compact_json import dumps_compact as dumps
 from sandbox.lead_records import LeadMaker
-from sandbox.stores import AssetTable, LeadList
+from sandbox.record_tables import AssetTable, LeadList
 
 Record = dict[str, Any]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 
 from ductwork.contract.encoding import dumps, loads
-from sandbox.stores import LeadList
+from sandbox.record_tables import LeadList
 
 SHORT_LENGTH = 15
 

@@ -1,6 +1,6 @@
 """Running the sandbox upstream: the ``ductwork sandbox`` command (``serve``/``main``), an
 in-process server for tests and benchmarks (``running_sandbox``), and seeding an object
-store with manuals (``seed_manuals``)."""
+store with manuals (``seed_bucket``)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from typing import Any
 
 import uvicorn
 
-from ductwork.local_server import free_socket, serving
 from sandbox.app import create_app
 from sandbox.dataset import SCALES, generate
 from sandbox.fault_settings import Faults
 from sandbox.faults import FaultInjector
+from sandbox.local_server import free_socket, serving
 from sandbox.state import SandboxState, build_state
 
 __all__ = [
@@ -32,7 +32,7 @@ __all__ = [
     "build_arg_parser",
     "main",
     "running_sandbox",
-    "seed_manuals",
+    "seed_bucket",
     "serve",
 ]
 
@@ -146,7 +146,7 @@ def serve(
     _AnnouncingServer(config, f"sandbox: serving on http://{host}:{port}").run(sockets=[sock])
 
 
-def seed_manuals(s3: Any, bucket: str, seed: int, count: int) -> list[str]:
+def seed_bucket(s3: Any, bucket: str, seed: int, count: int) -> list[str]:
     """Put ``count`` deterministic objects under ``manuals/`` (names with spaces, apostrophes
     and non-ASCII letters), and decoys beside the prefix; returns the manuals' keys."""
     rng = random.Random(f"manuals:{seed}")

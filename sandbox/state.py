@@ -12,7 +12,7 @@ from sandbox.compact_json import dumps_compact as dumps
 from sandbox.dataset import Dataset
 from sandbox.fault_settings import Faults
 from sandbox.lead_records import LeadMaker
-from sandbox.stores import AssetTable, LeadBook, LeadList
+from sandbox.record_tables import AssetTable, LeadBook, LeadList
 from sandbox.timeline import LogicalClock
 
 Record = dict[str, Any]

@@ -16,7 +16,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
 from ductwork.contract.paths import Family
-from ductwork.keys import KeyStore
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
 from serve.documents import add_document_routes
@@ -107,7 +107,7 @@ def create_app(
         # Loaded in the background: /readyz answers 503 until the first snapshot is in.
         source = SnapshotStore.connect(store.snapshot_store, load(S3Settings))
         app.state.live.follow(source, store.snapshot_poll_s)
-    app.state.keys = KeyStore(home.keys_path)
+    app.state.keys = KeyFile(home.keys_path)
     app.state.config = AppConfig(home, serve)
     app.state.metrics = Metrics()
     counter = LimitCounter(

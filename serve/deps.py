@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
-from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey, KeyStore
+from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey, KeyFile
 from serve.live_snapshot import ServingState
 from serve.rate_limit import RequestLimit
 
@@ -29,7 +29,7 @@ def presented_key(request: Request) -> ApiKey | None:
     return key_of(request.app.state.keys, request.headers.get("authorization", ""))
 
 
-def key_of(keys: KeyStore, authorization: str) -> ApiKey | None:
+def key_of(keys: KeyFile, authorization: str) -> ApiKey | None:
     """The active key an ``Authorization`` header value presents as ``Bearer KEY``, or None."""
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

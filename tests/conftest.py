@@ -18,10 +18,10 @@ from moto.server import ThreadedMotoServer
 
 from assets.resources import ObjectStore, resources_for_home
 from ductwork import snapshots
-from ductwork.keys import GRANTABLE_SCOPES, KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import GRANTABLE_SCOPES, KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, upstream_environment
-from sandbox.server import SandboxHandle, running_sandbox, seed_manuals
+from sandbox.local_server import serving
+from sandbox.server import SandboxHandle, running_sandbox, seed_bucket
 from serve.app import create_app
 from tests.helpers.redis_server import running_redis
 
@@ -94,7 +94,7 @@ def object_store() -> Iterator[ObjectStoreServer]:
     store = ObjectStoreServer(f"http://{host}:{port}", BUCKET)
     client = store.resource().client()
     client.create_bucket(Bucket=BUCKET)
-    seed_manuals(client, BUCKET, SEED, 25)
+    seed_bucket(client, BUCKET, SEED, 25)
     yield store
     server.stop()
 
@@ -170,6 +170,6 @@ class ReadApi:
 def read_api(synced_home: Path) -> Iterator[ReadApi]:
     """The read API over the synced data folder."""
     settings = HomeSettings(home=synced_home)
-    key = KeyStore(settings.keys_path).create("tests", list(GRANTABLE_SCOPES))
+    key = KeyFile(settings.keys_path).create("tests", list(GRANTABLE_SCOPES))
     with serving(create_app(settings, UNLIMITED)) as url:
         yield ReadApi(url, key, synced_home)

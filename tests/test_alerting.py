@@ -13,9 +13,9 @@ import pytest
 from dagster._utils.error import serializable_error_info_from_exc_info
 
 from ductwork.contract.encoding import loads
-from ductwork.local_server import free_socket, serving
 from ductwork.settings import AlertSettings
 from pipelines.sensors import AlertNotSent, alert_on_run_failure
+from sandbox.local_server import free_socket, serving
 
 TOKEN = "T0KEN-in-the-webhook-path-9f2c"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assets.stream_checks import completeness_verdict, cursor_verdict, shrink_verdict
+from assets.checks import completeness_verdict, cursor_verdict, shrink_verdict
 
 
 def test_a_table_may_shrink_up_to_the_limit_but_not_beyond_unless_reconciling() -> None:

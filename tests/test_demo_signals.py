@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ductwork.local_server import free_socket
 from ductwork.run_worker import proc_stat
 from pipelines.processes import ProcessGroup, wait_until_answering
+from sandbox.local_server import free_socket
 from tests.helpers.cli import ROOT, STARTUP_LIMIT_S, free_ports, read_lines
 
 # What the commands promise: everything gone within this long of the first signal.

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ductwork.keys import KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
+from sandbox.local_server import serving
 from serve.app import create_app
 from serve.gzip_cache import CompressedAnswers, CompressWhenAsked
 from tests.conftest import home_with_published_snapshot
@@ -59,7 +59,7 @@ def test_a_gzip_answer_is_compressed_once_and_never_served_for_a_newer_snapshot(
 ) -> None:
     url, home, app = served_copy
     settings = HomeSettings(home=home)
-    key = KeyStore(settings.keys_path).create("t", ["all"])
+    key = KeyFile(settings.keys_path).create("t", ["all"])
     plain = {"Authorization": f"Bearer {key}", "Accept-Encoding": "identity"}
     zipped = {"Authorization": f"Bearer {key}", "Accept-Encoding": "gzip"}
     first = httpx.get(url + UNITS, headers=zipped)
@@ -88,7 +88,7 @@ def test_a_cached_gzip_answer_is_valid_gzip_of_the_plain_answer(
     served_copy: tuple[str, Path, Any],
 ) -> None:
     url, home, _ = served_copy
-    key = KeyStore(HomeSettings(home=home).keys_path).create("t", ["all"])
+    key = KeyFile(HomeSettings(home=home).keys_path).create("t", ["all"])
     auth = {"Authorization": f"Bearer {key}"}
     plain = httpx.get(url + UNITS, headers={**auth, "Accept-Encoding": "identity"}).content
     for _ in range(2):

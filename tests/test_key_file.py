@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ductwork.keys import SCOPES, KeyStore
+from ductwork.keys import SCOPES, KeyFile
 
 WRITERS = 4
 KEYS_EACH = 30
@@ -19,7 +19,7 @@ DEADLINE_S = 120.0
 
 def create_and_revoke(path: str, writer: int, start: multiprocessing.synchronize.Barrier) -> None:
     """One writer process: issues its keys and revokes every other one, as fast as it can."""
-    store = KeyStore(Path(path))
+    store = KeyFile(Path(path))
     start.wait(timeout=DEADLINE_S)
     for index in range(KEYS_EACH):
         store.create(f"w{writer}-k{index}", ["catalog"])
@@ -42,7 +42,7 @@ def test_concurrent_creates_and_revokes_lose_no_key_and_undo_no_revocation(
     for process in writers:
         process.join(timeout=DEADLINE_S)
         assert process.exitcode == 0
-    entries = {entry.name: entry for entry in KeyStore(path).entries()}
+    entries = {entry.name: entry for entry in KeyFile(path).entries()}
     expected = {f"w{w}-k{i}" for w in range(WRITERS) for i in range(KEYS_EACH)}
     assert set(entries) == expected, f"lost {len(expected - set(entries))} keys"
     revoked = {name for name, entry in entries.items() if not entry.active}
@@ -51,7 +51,7 @@ def test_concurrent_creates_and_revokes_lose_no_key_and_undo_no_revocation(
 
 def test_key_file_is_written_private_and_whole(tmp_path: Path) -> None:
     path = tmp_path / "keys" / "api-keys.json"
-    store = KeyStore(path)
+    store = KeyFile(path)
     store.create("first", ["crm"])
     store.revoke("first")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -62,7 +62,7 @@ def test_key_file_is_written_private_and_whole(tmp_path: Path) -> None:
 
 
 def test_a_key_needs_at_least_one_scope_and_all_names_every_scope(tmp_path: Path) -> None:
-    store = KeyStore(tmp_path / "api-keys.json")
+    store = KeyFile(tmp_path / "api-keys.json")
     with pytest.raises(ValueError, match="at least one scope"):
         store.create("nothing", [])
     store.create("everything", ["all"])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ductwork.local_server import free_socket
+from sandbox.local_server import free_socket
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWERS_PER_CONNECTION = 3

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from ductwork.contract import paths
-from ductwork.keys import GRANTABLE_SCOPES, KeyStore
-from ductwork.local_server import HOST, free_socket
+from ductwork.keys import GRANTABLE_SCOPES, KeyFile
 from ductwork.settings import HomeSettings
+from sandbox.local_server import HOST, free_socket
 from tests.conftest import ROOT, home_with_published_snapshot
 from tests.helpers.serve_process import serving_process
 
@@ -46,7 +46,7 @@ def test_every_schemathesis_check_passes_against_the_served_document(
 ) -> None:
     home = tmp_path / "home"
     home_with_published_snapshot(synced_home, home)
-    key = KeyStore(HomeSettings(home=home).keys_path).create("fuzz", list(GRANTABLE_SCOPES))
+    key = KeyFile(HomeSettings(home=home).keys_path).create("fuzz", list(GRANTABLE_SCOPES))
     assert (ROOT / "schemathesis.toml").is_file()
     with serving_process(home, 1, SERVE_SETTINGS) as api:
         url = api.url

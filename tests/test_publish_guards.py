@@ -12,7 +12,8 @@ import duckdb
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from assets.checks import CheckInputs, evaluate, keys_unique_and_present
+from assets.check_steps import CheckInputs, evaluate
+from assets.checks import keys_unique_and_present
 from assets.resources import DataHome
 from ductwork import snapshots
 from ductwork.settings import HomeSettings

@@ -15,10 +15,10 @@ import pytest
 from fastapi import FastAPI
 
 from ductwork.contract import paths
-from ductwork.keys import KeyStore
-from ductwork.local_server import free_socket, serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
 from ductwork.streams.registry import INDOOR_MODELS
+from sandbox.local_server import free_socket, serving
 from serve.app import create_app
 from serve.record_file import RecordFile
 from tests.conftest import home_with_published_snapshot
@@ -38,7 +38,7 @@ def replica_home(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def new_key(home: Path, name: str) -> str:
-    return KeyStore(HomeSettings(home=home).keys_path).create(name, ["all"])
+    return KeyFile(HomeSettings(home=home).keys_path).create(name, ["all"])
 
 
 def test_a_keys_limit_holds_across_two_serve_processes_of_two_workers_each(

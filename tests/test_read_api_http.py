@@ -9,16 +9,16 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.contract.encoding import quote_sku
-from ductwork.keys import KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from sandbox.local_server import serving
 from serve import fast_answers
 from serve.app import create_app
 from tests.conftest import UNLIMITED, ReadApi, home_with_published_snapshot
 
 
 def test_a_key_without_the_crm_scope_gets_403_problem_on_leads(read_api: ReadApi) -> None:
-    key = KeyStore(HomeSettings(home=read_api.home).keys_path).create("catalog-only", ["catalog"])
+    key = KeyFile(HomeSettings(home=read_api.home).keys_path).create("catalog-only", ["catalog"])
     headers = {"Authorization": f"Bearer {key}"}
     leads = httpx.get(f"{read_api.url}/crm/v1.1/leads", headers=headers)
     products = httpx.get(f"{read_api.url}/products/v2.0/products", headers=headers)
@@ -28,7 +28,7 @@ def test_a_key_without_the_crm_scope_gets_403_problem_on_leads(read_api: ReadApi
 
 
 def test_a_revoked_key_gets_401_at_once(read_api: ReadApi) -> None:
-    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    store = KeyFile(HomeSettings(home=read_api.home).keys_path)
     key = store.create("short-lived", ["all"])
     url = f"{read_api.url}/products/v2.0/products"
     assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
@@ -87,7 +87,7 @@ def test_found_sku_lookups_keep_their_headers_304_scopes_and_key_checks(read_api
     assert by_type.content == found.content
     again = httpx.get(url, headers={**headers, "If-None-Match": found.headers["etag"]})
     assert again.status_code == 304
-    crm_only = KeyStore(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
+    crm_only = KeyFile(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
     assert httpx.get(url, headers={"Authorization": f"Bearer {crm_only}"}).status_code == 403
     assert httpx.get(url, headers={"Authorization": "Bearer not-a-key"}).status_code == 401
 
@@ -124,7 +124,7 @@ def test_the_short_path_answers_exactly_as_the_routes_do(read_api: ReadApi) -> N
             assert (short.status_code, short.content) == (routed.status_code, routed.content)
             assert short.headers.get("etag") == routed.headers.get("etag"), path
             assert short.headers["content-type"] == routed.headers["content-type"], path
-    without_scope = KeyStore(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
+    without_scope = KeyFile(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])
     refused = httpx.get(
         f"{read_api.url}/warehouse/v1.0/digital-assets?count=100&page=1",
         headers={"Authorization": f"Bearer {without_scope}"},

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 from ductwork import snapshots
-from ductwork.keys import KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.streams.registry import DIGITAL_ASSETS
+from sandbox.local_server import serving
 from serve import record_file
 from serve.app import create_app
 from serve.live_snapshot import load_state
@@ -115,7 +115,7 @@ def test_a_new_snapshot_is_served_from_its_own_record_file(
 ) -> None:
     url, home = served_copy
     settings = HomeSettings(home=home)
-    key = KeyStore(settings.keys_path).create("t", ["all"])
+    key = KeyFile(settings.keys_path).create("t", ["all"])
     headers = {"Authorization": f"Bearer {key}"}
     page = f"{url}/warehouse/v1.0/digital-assets?count=5"
     before = httpx.get(page, headers=headers)

@@ -22,11 +22,11 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.contract import paths
-from ductwork.keys import KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings
 from ductwork.snapshot_store import SnapshotStore
 from ductwork.streams.registry import PAIRINGS
+from sandbox.local_server import serving
 from sandbox.server import SandboxHandle
 from serve.app import create_app
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
@@ -67,7 +67,7 @@ class StoreSetup:
 def store_setup(tmp_path: Path) -> StoreSetup:
     """A fresh ``s3://`` location (its bucket does not exist yet) and a key file with one key."""
     keys_file = tmp_path / "mounted-secret" / "api-keys.json"
-    key = KeyStore(keys_file).create("replica-clients", ["all"])
+    key = KeyFile(keys_file).create("replica-clients", ["all"])
     return StoreSetup(f"s3://replicas-{uuid.uuid4().hex[:12]}/published/snapshots", keys_file, key)
 
 
@@ -293,7 +293,7 @@ def test_a_key_limit_holds_across_two_replicas_of_two_workers(
         "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": str(KEY_LIMIT),
     }
     # The replicas read the mounted key file on every request: keys added now count at once.
-    keys = [KeyStore(store_setup.keys_file).create(f"burst-{n}", ["all"]) for n in range(3)]
+    keys = [KeyFile(store_setup.keys_file).create(f"burst-{n}", ["all"]) for n in range(3)]
     logs = [tmp_path / "replica-a.log", tmp_path / "replica-b.log"]
     with (
         logs[0].open("wb") as log_a,

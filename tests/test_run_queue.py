@@ -21,9 +21,9 @@ import pytest
 
 from assets.warehouse_admission import HOLDING_MESSAGE
 from ductwork.contract.paths import INTERNAL_PREFIX
-from ductwork.keys import KeyStore
-from ductwork.local_server import free_socket, serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
+from sandbox.local_server import free_socket, serving
 from sandbox.server import SandboxHandle
 from serve.app import create_app
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
@@ -91,7 +91,7 @@ def warehouse_interval(instance: dg.DagsterInstance, run_id: str) -> tuple[float
 def test_the_api_trigger_queues_a_run_that_waits_for_a_cli_sync_and_they_never_overlap(
     queue: Queue,
 ) -> None:
-    key = KeyStore(HomeSettings(home=queue.home).keys_path).create("ops", ["internal"])
+    key = KeyFile(HomeSettings(home=queue.home).keys_path).create("ops", ["internal"])
     app = create_app(
         HomeSettings(home=queue.home),
         ServeSettings(serve_pim_cooldown_s=3600, dagster_url=queue.url),
@@ -126,7 +126,7 @@ def test_the_api_trigger_answers_503_in_its_family_style_when_the_queue_is_down(
     with free_socket() as sock:  # a port nothing listens on once the socket closes
         port = sock.getsockname()[1]
     home = HomeSettings(home=tmp_path)
-    key = KeyStore(home.keys_path).create("ops", ["internal"])
+    key = KeyFile(home.keys_path).create("ops", ["internal"])
     app = create_app(home, ServeSettings(dagster_url=f"http://127.0.0.1:{port}"))
     with serving(app) as url:
         answer = httpx.get(url + PIM_IMAGE_SYNC, headers={"Authorization": f"Bearer {key}"})

@@ -23,7 +23,7 @@ from dagster._core.launcher import WorkerStatus
 from assets.run_recovery import WORKER_TAG, recover_dead_runs
 from ductwork.run_worker import RunWorker
 from ductwork.warehouse_lease import WarehouseBusy, WarehouseLease
-from pipelines.instance import EARLIER_DEFAULTS, INSTANCE_YAML, prepare_dagster_home
+from pipelines.instance import INSTANCE_YAML, prepare_dagster_home
 from pipelines.run_launcher import LocalRunLauncher
 from sandbox.fault_settings import Faults
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
@@ -138,16 +138,14 @@ def test_recovery_ends_only_runs_whose_worker_is_gone() -> None:
         assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
 
 
-def test_the_instance_config_turns_run_monitoring_on_and_replaces_only_an_unedited_default(
+def test_the_instance_config_turns_run_monitoring_on_and_an_existing_one_is_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # prepare_dagster_home selects its folder
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "dagster.yaml").write_text(EARLIER_DEFAULTS[0], encoding="utf-8")
-    prepare_dagster_home(old)
-    assert (old / "dagster.yaml").read_text(encoding="utf-8") == INSTANCE_YAML
-    with dg.DagsterInstance.from_config(str(old)) as instance:
+    new = tmp_path / "new"
+    prepare_dagster_home(new)
+    assert (new / "dagster.yaml").read_text(encoding="utf-8") == INSTANCE_YAML
+    with dg.DagsterInstance.from_config(str(new)) as instance:
         assert instance.run_monitoring_enabled
         assert isinstance(instance.run_launcher, LocalRunLauncher)
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0

@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from ductwork.contract import paths
-from ductwork.keys import KeyStore
-from ductwork.local_server import HOST, free_socket
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from pipelines.processes import PROJECT_ROOT, wait_until_answering
+from sandbox.local_server import HOST, free_socket
 from tests.conftest import home_with_published_snapshot
 
 # Every counted request carries this query string; it must never reach the output.
@@ -104,7 +104,7 @@ def serve_run(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Se
     answered some; then ``/metrics`` until it counts them all or its deadline passes."""
     home = tmp_path_factory.mktemp("serve-home")
     home_with_published_snapshot(synced_home, home)
-    key = KeyStore(HomeSettings(home=home).keys_path).create("operations", ["catalog", "ops"])
+    key = KeyFile(HomeSettings(home=home).keys_path).create("operations", ["catalog", "ops"])
     folder = tmp_path_factory.mktemp("serve-run")
     out, err, temp_dir = folder / "stdout", folder / "stderr", folder / "tmp"
     temp_dir.mkdir()

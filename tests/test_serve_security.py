@@ -16,10 +16,10 @@ from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.contract.paths import Family, family_of
-from ductwork.keys import OPS_SCOPE, SCOPE_OF, SCOPES, KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import OPS_SCOPE, SCOPE_OF, SCOPES, KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
 from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, MANUALS, PAIRINGS, SUBMITTALS
+from sandbox.local_server import serving
 from serve.app import create_app
 from tests.conftest import ReadApi
 
@@ -82,7 +82,7 @@ def assert_error_style(answer: httpx.Response, status: int, path: str) -> None:
 @pytest.fixture(scope="module")
 def matrix_keys(read_api: ReadApi) -> dict[str, str]:
     """A revoked key, and for each scope a key holding every scope but that one."""
-    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    store = KeyFile(HomeSettings(home=read_api.home).keys_path)
     revoked = store.create("matrix-revoked", ["all"])
     store.revoke("matrix-revoked")
     keys = {"revoked": revoked}
@@ -138,7 +138,7 @@ def first_refusal(url: str, headers: dict[str, str], tries: int = 60) -> tuple[i
 def test_a_key_over_its_limit_gets_429_with_retry_after_while_another_key_is_served(
     read_api: ReadApi, strict_api: str, path: str
 ) -> None:
-    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    store = KeyFile(HomeSettings(home=read_api.home).keys_path)
     busy, other = store.create("busy", ["all"]), store.create("other", ["all"])
     passed, refused = first_refusal(f"{strict_api}{path}", {"Authorization": f"Bearer {busy}"})
     assert passed >= 3  # the limit itself is let through (more if a second went by)
@@ -198,7 +198,7 @@ def _contact_values(value: object) -> list[str]:
 def test_access_log_and_error_bodies_never_hold_keys_tokens_or_lead_contacts(
     read_api: ReadApi, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    store = KeyFile(HomeSettings(home=read_api.home).keys_path)
     catalog_only = store.create("log-catalog-only", ["catalog"])
     revoked = store.create("log-revoked", ["all"])
     store.revoke("log-revoked")
@@ -244,7 +244,7 @@ OPERATIONAL_PATHS = ("/metrics", "/docs", "/redoc", "/openapi.json")
 
 
 def test_operational_endpoints_answer_only_a_key_with_the_ops_scope(read_api: ReadApi) -> None:
-    store = KeyStore(HomeSettings(home=read_api.home).keys_path)
+    store = KeyFile(HomeSettings(home=read_api.home).keys_path)
     every_data_scope = store.create("ops-all", ["all"])  # all: the four data scopes
     assert OPS_SCOPE not in store.verify(every_data_scope).scopes
     ops_only = store.create("ops-only", [OPS_SCOPE])

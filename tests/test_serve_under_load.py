@@ -23,7 +23,7 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.contract import paths
-from ductwork.keys import KeyStore
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.streams.registry import PAIRINGS
 from sandbox.server import SandboxHandle
@@ -192,7 +192,7 @@ def test_two_workers_answer_every_request_from_one_snapshot_while_three_syncs_pu
 ) -> None:
     home = tmp_path
     sync(home, load_upstream, object_store)
-    key = KeyStore(HomeSettings(home=home).keys_path).create("load", ["all"])
+    key = KeyFile(HomeSettings(home=home).keys_path).create("load", ["all"])
     api = start_serve(home, workers=2)
     record, stop = LoadRecord(), threading.Event()
     clients = [

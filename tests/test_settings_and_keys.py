@@ -14,7 +14,7 @@ from dagster_duckdb import DuckDBResource
 import warehouse_sql
 from assets.resources import open_warehouse
 from ductwork import snapshots
-from ductwork.keys import KeyStore
+from ductwork.keys import KeyFile
 from ductwork.settings import SettingsError, SyncSettings, UpstreamSettings, load
 from serve.live_snapshot import LiveSnapshot
 
@@ -30,19 +30,19 @@ def test_missing_required_setting_is_one_line_naming_the_variable(
 
 
 def test_keys_are_stored_only_as_hashes_and_revocation_takes_effect(tmp_path: Path) -> None:
-    store = KeyStore(tmp_path / "keys.json")
+    store = KeyFile(tmp_path / "keys.json")
     key = store.create("analyst", ["catalog"])
     assert key not in (tmp_path / "keys.json").read_text()
     assert store.verify(key).name == "analyst"
     assert store.verify(key + "x") is None
-    other_reader = KeyStore(tmp_path / "keys.json")
+    other_reader = KeyFile(tmp_path / "keys.json")
     assert store.revoke("analyst") == 1
     assert other_reader.verify(key) is None
 
 
 def test_unknown_scope_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown scope"):
-        KeyStore(tmp_path / "keys.json").create("x", ["everything"])
+        KeyFile(tmp_path / "keys.json").create("x", ["everything"])
 
 
 def warehouse_with_a_pairing(path: Path, record: str = "{}") -> duckdb.DuckDBPyConnection:

@@ -18,8 +18,8 @@ import pytest
 from fastapi import FastAPI
 
 from ductwork.contract.encoding import quote_sku
-from ductwork.local_server import serving
 from ductwork.settings import HomeSettings
+from sandbox.local_server import serving
 from serve.app import create_app
 from serve.fast_answers import FastAnswers
 from tests.conftest import UNLIMITED, ReadApi

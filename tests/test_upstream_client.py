@@ -10,7 +10,6 @@ from collections.abc import Callable
 import pytest
 
 from ductwork.contract.encoding import dumps, loads
-from ductwork.local_server import serving
 from ductwork.stop_signals import WatchStopSignals
 from ductwork.upstream.client import (
     RetryRules,
@@ -19,6 +18,7 @@ from ductwork.upstream.client import (
     UpstreamError,
 )
 from ductwork.upstream.list_reader import digest_known_pages, read_whole_list
+from sandbox.local_server import serving
 
 SECRET = "sk-test-do-not-leak-4711"
 Script = Callable[[int, dict], tuple[int, dict[str, str], bytes] | None]

@@ -76,7 +76,7 @@ class Reader(Protocol):
     ``options`` names the run options it takes (``mode``, ``reset``, ``window_days``);
     ``resumable`` says whether it keeps a resume point that ``--reset`` can forget; ``guards``
     names the blocking checks its kind of read calls for beyond every step's (see
-    ``assets/stream_checks.py``).
+    ``assets/checks.py``).
     """
 
     options: frozenset[str]

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ductwork.local_server import free_socket
 from ductwork.settings import upstream_environment
 from pipelines.processes import wait_until_answering
+from sandbox.local_server import free_socket
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer
 

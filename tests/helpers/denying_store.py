@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import unquote, urlsplit
 
-from ductwork.local_server import serving
 from sandbox.asgi import Receive, Scope, Send, read_body, serve_lifespan
+from sandbox.local_server import serving
 
 DENIED = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from ductwork.local_server import free_socket
+from sandbox.local_server import free_socket
 
 NOT_INSTALLED = "Redis is not installed: apt-get install redis-server (make test does, as root)"
 START_LIMIT_S = 15.0

@@ -15,7 +15,7 @@ from typing import IO
 
 import httpx
 
-from ductwork.local_server import HOST, free_socket
+from sandbox.local_server import HOST, free_socket
 
 ROOT = Path(__file__).parent.parent.parent  # the repository
 READY_LIMIT_S = 120.0

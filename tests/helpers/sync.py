@@ -13,11 +13,11 @@ import duckdb
 import httpx
 
 from ductwork import snapshots
-from ductwork.keys import KeyStore
-from ductwork.local_server import serving
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from pipelines.jobs import RECONCILE_CONFIG
+from sandbox.local_server import serving
 from sandbox.server import SandboxHandle
 from serve.app import create_app
 from tests.conftest import UNLIMITED, ObjectStoreServer, ReadApi, resources_for
@@ -50,7 +50,7 @@ def metadata_by_asset(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
 def api_over(home: Path, key: str | None = None) -> Iterator[ReadApi]:
     """The read API over a data folder's current snapshot (with a new key unless given one)."""
     settings = HomeSettings(home=home)
-    key = key or KeyStore(settings.keys_path).create("tests", ["all"])
+    key = key or KeyFile(settings.keys_path).create("tests", ["all"])
     with serving(create_app(settings, UNLIMITED)) as url:
         yield ReadApi(url, key, home)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ductwork.keys import KeyStore
+from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from sandbox.server import SandboxHandle
@@ -94,7 +94,7 @@ def test_disk_filling_during_a_sync_fails_clearly_and_the_last_snapshot_keeps_se
     # Changes to write and publish (a run that changes nothing copies nothing).
     mutate(upstream, assets_updated=3_000, leads_added=500)
     # The key is made while there is room.
-    key = KeyStore(HomeSettings(home=home).keys_path).create("tests", ["all"])
+    key = KeyFile(HomeSettings(home=home).keys_path).create("tests", ["all"])
     ballast = fill(small_disk, LEFT_FREE)
     result = run_sync(home, upstream, object_store)
     assert not result.success

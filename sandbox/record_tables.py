@@ -1,8 +1,8 @@
-"""Ordered record stores: pre-serialised JSON bodies beside the keys that order them.
+"""Ordered record tables: pre-serialised JSON bodies beside the keys that order them.
 
 Pages are slices of the body list; the keys answer "first record after X" by bisection.
 Mutations only ever move records to the end (their new instant is later than every other),
-so no store needs a general insert.
+so no table needs a general insert.
 """
 
 from __future__ import annotations
