@@ -13,7 +13,12 @@ import dagster as dg
 from assets.interrupts import stops_on_interrupt
 from assets.resources import UpstreamResource
 from ductwork.contract.encoding import parse_received_datetime
-from ductwork.upstream.client import RequestStats, UpstreamAuthError, UpstreamClient
+from ductwork.upstream.client import (
+    RequestStats,
+    UpstreamAuthError,
+    UpstreamClient,
+    UpstreamContractError,
+)
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -60,7 +65,8 @@ class Fetched(Generic[T]):
 def fetch(upstream: UpstreamResource, read: Callable[[UpstreamClient], Awaitable[T]]) -> Fetched[T]:
     """Run an async read against the upstream on a fresh client and event loop.
 
-    A rejected API key fails the asset at once, without Dagster's retries.
+    A rejected API key, or an upstream that breaks the rules a walk relies on, fails the asset
+    at once, without Dagster's retries.
     """
     return fetch_each(upstream, {None: read})[None]
 
@@ -71,7 +77,8 @@ def fetch_each(
     """Run several reads at once on one fresh client and event loop, within the client's
     limit on requests in flight; each read reports its own requests and time.
 
-    A rejected API key fails the asset at once, without Dagster's retries.
+    A rejected API key, or an upstream that breaks the rules a walk relies on, fails the asset
+    at once, without Dagster's retries: asking again would get the same answer.
     """
     if not reads:
         return {}
@@ -90,7 +97,7 @@ def fetch_each(
 
     try:
         results = asyncio.run(run())
-    except UpstreamAuthError as exc:
+    except (UpstreamAuthError, UpstreamContractError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     return dict(zip(reads, results, strict=True))
 
