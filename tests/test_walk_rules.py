@@ -7,10 +7,15 @@ changing while they page, pass."""
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
+import signal
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
+import httpx
 import pytest
 
 from ductwork.contract.paths import LEADS, PAIRINGS_LIST, PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
@@ -27,6 +32,7 @@ from ductwork.upstream.list_reader import MAX_LIST_RECORDS, read_whole_list
 from sandbox.fault_settings import Faults
 from sandbox.gzip_bomb import INFLATED_PADDING
 from sandbox.server import SandboxHandle, running_sandbox
+from tests.helpers.cli import ROOT, free_ports
 
 T = TypeVar("T")
 LEADS_ON_TINY = 2_000
@@ -246,3 +252,36 @@ def test_a_gzip_bomb_is_refused_at_the_cap_once_without_inflating_the_rest(
     # The body would inflate to more than a gigabyte; reading stopped near the cap.
     assert INFLATED_PADDING >= 1 << 30
     assert grew * 1024 < 256 << 20
+
+
+def test_the_sandbox_command_takes_each_hostile_switch_as_a_flag() -> None:
+    (port,) = free_ports(1)
+    key = "sandbox-flags-key"
+    command = ["sandbox", "--port", str(port), "--scale", "tiny", "--api-key", key]
+    flags = ["--loop-cursor", "--endless-pages", "--gzip-bomb"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *command, *flags],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # ends when the process does
+            if line.startswith("sandbox: serving on"):
+                break
+        url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
+        faults = httpx.get(f"{url}/_sandbox/faults", headers=auth, timeout=30).json()
+        assert {name: faults[name] for name in ("loop_cursor", "endless_pages", "gzip_bomb")} == {
+            "loop_cursor": True,
+            "endless_pages": True,
+            "gzip_bomb": True,
+        }
+        # An answer sent as a bomb: about a megabyte on the wire, a gigabyte inflated.
+        with httpx.stream("GET", url + PAIRINGS_LIST, headers=auth, timeout=30) as answer:
+            assert answer.headers["content-encoding"] == "gzip"
+            assert 1_000_000 <= int(answer.headers["content-length"]) < 4_000_000
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
