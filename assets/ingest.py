@@ -12,7 +12,7 @@ from assets.interrupts import stops_on_interrupt
 from assets.resources import UpstreamResource
 from ductwork.sync import context as sync_context
 from ductwork.sync.context import Fetched, StepResult
-from ductwork.upstream.client import UpstreamAuthError, UpstreamClient
+from ductwork.upstream.client import UpstreamAuthError, UpstreamClient, UpstreamContractError
 
 T = TypeVar("T")
 
@@ -44,10 +44,11 @@ def ingest_asset(
 
 @contextmanager
 def failing_clearly() -> Iterator[None]:
-    """A rejected API key fails the asset at once, without Dagster's retries."""
+    """A rejected API key, or an upstream that breaks the rules a walk relies on, fails the
+    asset at once, without Dagster's retries: asking again would get the same answer."""
     try:
         yield
-    except UpstreamAuthError as exc:
+    except (UpstreamAuthError, UpstreamContractError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
 
 

@@ -42,6 +42,10 @@ class UpstreamResource(dg.ConfigurableResource):
         default=_TUNING["upstream_max_retries"].default,
         description="Retries of one request on 5xx or drops.",
     )
+    max_body_bytes: int = Field(
+        default=_TUNING["upstream_max_body_bytes"].default,
+        description="Largest answer body, bytes, after decompression.",
+    )
 
     def client(self) -> UpstreamClient:
         """A new client; open it with ``async with`` inside one event loop."""
@@ -51,6 +55,7 @@ class UpstreamResource(dg.ConfigurableResource):
             concurrency=self.concurrency,
             timeout_s=self.timeout_s,
             rules=RetryRules(max_retries=self.max_retries),
+            max_body_bytes=self.max_body_bytes,
         )
 
 
@@ -124,6 +129,7 @@ def resources_for_home(
             concurrency=tuning.upstream_concurrency,
             timeout_s=tuning.upstream_timeout_s,
             max_retries=tuning.upstream_max_retries,
+            max_body_bytes=tuning.upstream_max_body_bytes,
         ),
         "warehouse": Warehouse(database=str(settings.warehouse_path)),
         "data_home": DataHome(path=str(settings.home)),

@@ -93,6 +93,12 @@ class UpstreamTuning(_Base):
         ge=0,
         description="Retries of one request on 5xx or a lost connection (429 waits are separate).",
     )
+    upstream_max_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description="Largest upstream answer body, bytes, counted after decompression as it "
+        "arrives; a larger one fails the step.",
+    )
 
 
 class SyncSettings(_Base):

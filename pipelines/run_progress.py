@@ -127,13 +127,16 @@ class ProgressHandler(logging.Handler):
 
 def failure_reason(error: SerializableErrorInfo | None) -> str:
     """The first line of the error that made a step fail, not of Dagster's wrapper around it
-    ("Error occurred while executing op"), with the retry policy's verdict when it gave up."""
+    ("Error occurred while executing op"), with the retry policy's verdict when it gave up.
+    A ``dg.Failure`` an asset raised on purpose is its description alone."""
     if error is None:
         return "failed"
     cause = error
     while cause.cause is not None:
         cause = cause.cause
     reason = _first_line(cause.message) or _first_line(error.message) or error.cls_name
+    if cause.cls_name == "Failure":
+        reason = reason.partition("Failure: ")[2] or reason
     if error.cls_name == "RetryRequestedFromPolicy" and cause is not error:
         reason += f" ({_first_line(error.message)})"
     return reason

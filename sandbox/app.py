@@ -58,12 +58,35 @@ ADMIN_PREFIX = "/_sandbox/"
 MEDIA_PREFIX = "/media/images/"
 OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 LATEST = "\U0010ffff"  # sorts after every id: "strictly after this instant"
+# What a list reports under the ``endless_pages`` switch.
+ENDLESS_PAGES = 1_000_000_000
 log = logging.getLogger("sandbox")
 
 
-def _page(bodies: list[bytes], page: int, count: int, envelope: Callable) -> bytes:
-    start, end = params.page_bounds(page, count)
-    return envelope(bodies[start:end], params.pagination(page, count, len(bodies)))
+def _listed_page(state: SandboxState, page: int) -> int:
+    """The page a page-number list answers with: the one asked for, or always the first
+    under ``endless_pages`` (a list that ignores ``page``)."""
+    return 1 if state.faults.endless_pages else page
+
+
+def _pagination(state: SandboxState, page: int, count: int, total: int) -> dict[str, int]:
+    """The contract's pagination, or under ``endless_pages`` totals of a billion pages (which
+    agree with each other, as a list that never ends would report them)."""
+    if state.faults.endless_pages:
+        return {
+            "page": page,
+            "count": count,
+            "totalItems": ENDLESS_PAGES * count,
+            "totalPages": ENDLESS_PAGES,
+        }
+    return params.pagination(page, count, total)
+
+
+def _page(
+    state: SandboxState, bodies: list[bytes], page: int, count: int, envelope: Callable
+) -> bytes:
+    start, end = params.page_bounds(_listed_page(state, page), count)
+    return envelope(bodies[start:end], _pagination(state, page, count, len(bodies)))
 
 
 # ---- products ---------------------------------------------------------------------------
@@ -77,7 +100,7 @@ def products(state: SandboxState, query: QueryParams, _: str) -> bytes:
     count, page = params.read_count(query.get("count")), params.read_page(query.get("page"))
     view = state.view()
     items = view.items if category is None else view.items_by_slug[category]
-    return _page(items, page, count, envelopes.product_list)
+    return _page(state, items, page, count, envelopes.product_list)
 
 
 def unit_list(slug: str) -> Handler:
@@ -91,7 +114,7 @@ def unit_list(slug: str) -> Handler:
         )
         count, page = params.read_count(query.get("count")), params.read_page(query.get("page"))
         bodies = state.view().typed[slug].matching(wanted)
-        return _page(bodies, page, count, envelopes.product_list)
+        return _page(state, bodies, page, count, envelopes.product_list)
 
     return handler
 
@@ -131,7 +154,7 @@ def pairings(state: SandboxState, query: QueryParams, _: str) -> bytes:
         bodies = [view.pairing_bodies[i] for i in view.pairings_by_type.get(kind, [])]
     else:
         bodies = view.pairing_bodies
-    return _page(bodies, page, count, partial(envelopes.nested_list, "pairings"))
+    return _page(state, bodies, page, count, partial(envelopes.nested_list, "pairings"))
 
 
 def one_pairing(state: SandboxState, query: QueryParams, raw_id: str) -> bytes:
@@ -151,7 +174,7 @@ def digital_assets(state: SandboxState, query: QueryParams, _: str) -> bytes:
     page, count = params.read_page(query.get("page")), params.read_count(query.get("count"))
     after = params.read_datetime("updatedAfter", query.get("updatedAfter"))
     normalised = None if after is None else format_datetime(after)
-    start, end = params.page_bounds(page, count)
+    start, end = params.page_bounds(_listed_page(state, page), count)
     with state.lock:
         table = state.assets
         first = 0 if normalised is None else table.first_updated_after(normalised)
@@ -159,7 +182,7 @@ def digital_assets(state: SandboxState, query: QueryParams, _: str) -> bytes:
         bodies = table.bodies[first + start : first + min(end, total)] if start < total else []
     if state.faults.mixed_timestamps:
         bodies = [styled_record(b, "assetId", ("createdAt", "updatedAt")) for b in bodies]
-    pagination = params.pagination(page, count, total)
+    pagination = _pagination(state, page, count, total)
     return envelopes.warehouse_list(bodies, pagination, {"updatedAfter": normalised})
 
 
@@ -178,7 +201,8 @@ def submittal_data(state: SandboxState, query: QueryParams, _: str) -> bytes:
 
 
 def leads(state: SandboxState, query: QueryParams, _: str) -> bytes:
-    """Leads by (CreatedDate, Id), after ``createdAfter`` and after the cursor."""
+    """Leads by (CreatedDate, Id), after ``createdAfter`` and after the cursor (which the
+    ``loop_cursor`` switch ignores: the list answers its first page again)."""
     keep = read_fields(query.get("fields"))
     after = params.read_datetime("createdAfter", query.get("createdAfter"))
     count = params.read_count(query.get("count"))
@@ -192,7 +216,7 @@ def leads(state: SandboxState, query: QueryParams, _: str) -> bytes:
     with state.lock:
         listing = state.leads
         first = 0 if after is None else listing.first_created_after(format_datetime(after))
-        if cursor_at is not None and cursor_id is not None:
+        if cursor_at is not None and cursor_id is not None and not state.faults.loop_cursor:
             first = max(first, listing.first_after((format_datetime(cursor_at), cursor_id)))
         bodies = listing.bodies[first : first + count]
     if state.faults.mixed_timestamps:

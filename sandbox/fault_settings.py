@@ -8,6 +8,7 @@ from typing import Any
 # In roll order: a roll below the first rate is that fault, and so on.
 RATES = ("drop_rate", "error_rate", "rate_limit_rate", "truncate_rate", "html_rate")
 LEAD_DETAIL_ID_FORMS = ("", "omit_id", "case_safe")
+SWITCHES = ("mixed_timestamps", "loop_cursor", "endless_pages", "gzip_bomb")
 
 
 @dataclass
@@ -21,6 +22,12 @@ class Faults:
     ``html_rate`` a 200 carrying an HTML error page, as a misconfigured proxy sends.
     ``seed`` makes the rolls repeatable. From the request after ``revoke_after`` on (0:
     never), every answer is a 401, as when the key is revoked mid-run.
+
+    Three switches make the upstream hostile rather than flaky: ``loop_cursor`` (the lead list
+    ignores its cursor and answers its first page again), ``endless_pages`` (every page-number
+    list ignores ``page``, answering its first page for every page, and reports a billion
+    pages) and ``gzip_bomb`` (every answer is sent gzip-compressed behind a gigabyte of
+    compressed whitespace: about a megabyte on the wire, see ``sandbox.gzip_bomb``).
     """
 
     error_rate: float = 0.0
@@ -39,6 +46,9 @@ class Faults:
     # Lead detail answers: "omit_id" leaves out ``id``; "case_safe" lists 15-character lead ids
     # and answers with the 18-character one (see ``sandbox.lead_id_forms``).
     lead_detail_ids: str = ""
+    loop_cursor: bool = False
+    endless_pages: bool = False
+    gzip_bomb: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The settings as the admin API shows them."""
@@ -70,7 +80,8 @@ class Faults:
             raise ValueError("latency_ms must be a number between 0 and 60000")
         if not isinstance(self.mutation, dict):
             raise ValueError("mutation must be an object of counts")
-        if not isinstance(self.mixed_timestamps, bool):
-            raise ValueError("mixed_timestamps must be true or false")
+        for name in SWITCHES:
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false")
         if self.lead_detail_ids not in LEAD_DETAIL_ID_FORMS:
             raise ValueError("lead_detail_ids must be one of " + ", ".join(LEAD_DETAIL_ID_FORMS))

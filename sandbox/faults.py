@@ -1,6 +1,7 @@
 """Misbehaviour layered over the sandbox: latency, 5xx, 429, dropped connections, truncated
-JSON, HTML error pages with status 200, a revoked key, and mutations every N requests; plus
-the request log.
+JSON, HTML error pages with status 200, a revoked key, mutations every N requests and gzip
+bombs; plus the request log. (The lead list's looping cursor and the endless page-number lists
+are the handlers' own, in ``sandbox.app``.)
 
 Rolls come from a ``random.Random`` seeded with ``Faults.seed`` and restarted whenever the
 settings are replaced (``PUT /_sandbox/faults``), so a run's sequence of faults repeats.
@@ -18,6 +19,7 @@ from ductwork.contract.errors import PROBLEM_JSON, ApiError, ErrorCode, rate_lim
 from sandbox.app import SandboxApp, error_answer
 from sandbox.asgi import Answer, Message, Receive, Scope, Send, send_answer
 from sandbox.fault_settings import RATES, Faults
+from sandbox.gzip_bomb import bomb
 from sandbox.state import SandboxState
 
 UNFAULTED = ("/_sandbox/", "/media/")
@@ -59,6 +61,12 @@ def server_error(status: int, path: str) -> Answer:
         problem["status"], problem["title"] = status, _TITLES[status]
         body = dumps(problem)
     return Answer(status, body, answer.media_type, answer.headers)
+
+
+def bombed(answer: Answer) -> Answer:
+    """The answer sent as a gzip bomb: its body behind a gigabyte of compressed whitespace."""
+    headers = {**answer.headers, "Content-Encoding": "gzip"}
+    return Answer(answer.status, bomb(answer.body), answer.media_type, headers)
 
 
 def fault_of(faults: Faults, roll: float) -> str | None:
@@ -108,6 +116,8 @@ class FaultInjector:
             await self._drop(scope, send)
             state.log_request(arrived, time.time(), path, query, -1)
             return
+        if faults.gzip_bomb:
+            answer = bombed(answer)
         answered = time.time()
         await send_answer(send, answer)
         state.log_request(arrived, answered, path, query, answer.status)

@@ -174,6 +174,12 @@ FAULT_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("seed", int, "Seed of the fault rolls."),
     ("mutate_every", int, "Mutate the data every N requests (0: never)."),
 )
+# Hostile upstreams, off unless the flag is given.
+SWITCH_FLAGS: tuple[tuple[str, str], ...] = (
+    ("loop_cursor", "The lead list ignores its cursor and answers its first page again."),
+    ("endless_pages", "Page-number lists ignore page and report a billion pages."),
+    ("gzip_bomb", "Every answer is gzip behind a gigabyte of compressed whitespace."),
+)
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -198,6 +204,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
         group.add_argument(
             flag, dest=f"fault_{name}", type=kind, help=help_text, default=getattr(defaults, name)
         )
+    for name, help_text in SWITCH_FLAGS:
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, dest=f"fault_{name}", action="store_true", help=help_text)
     return parser
 
 
@@ -205,8 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``ductwork sandbox ...``: generate, print the URL when ready, serve until interrupted."""
     options = build_arg_parser().parse_args(argv)
     known = {f.name for f in fields(Faults)}
+    flagged = [name for name, _, _ in FAULT_FLAGS] + [name for name, _ in SWITCH_FLAGS]
     faults = Faults(
-        **{name: getattr(options, f"fault_{name}") for name, _, _ in FAULT_FLAGS if name in known}
+        **{name: getattr(options, f"fault_{name}") for name in flagged if name in known}
     )
     try:
         faults.validate()

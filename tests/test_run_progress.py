@@ -62,3 +62,14 @@ def test_a_step_that_used_up_its_retries_names_the_last_error_and_the_retries() 
     assert failure_reason(step_failure_error(fails_after_its_retry)) == (
         "ValueError: failed to pin block of size 256.0 KiB (Exceeded max_retries of 1)"
     )
+
+
+@dg.asset
+def refuses_on_purpose() -> None:
+    raise dg.Failure(description="GET /x: refused, page 2 repeats page 1", allow_retries=False)
+
+
+def test_a_step_that_failed_on_purpose_is_named_by_its_description_alone() -> None:
+    assert failure_reason(step_failure_error(refuses_on_purpose)) == (
+        "GET /x: refused, page 2 repeats page 1"
+    )

@@ -15,6 +15,7 @@ from ductwork.upstream.client import (
     RetryRules,
     UpstreamAuthError,
     UpstreamClient,
+    UpstreamContractError,
     UpstreamError,
 )
 from ductwork.upstream.list_reader import digest_known_pages, read_whole_list
@@ -159,8 +160,13 @@ def test_pages_after_the_first_are_fetched_and_yielded_in_order() -> None:
         assert asyncio.run(walk(url)) == [1, 2, 3, 4, 5, 6, 7]
 
 
+# Records per page of the three-page list below.
+PER_PAGE = 3
+
+
 def _three_page_list(missing: int | None = None) -> Script:
-    """A list of three pages (records 1..3 on page 1, and so on); page ``missing`` answers 404."""
+    """A list of three pages of three (records 1..3 on page 1, and so on), for ``count=3``;
+    page ``missing`` answers 404."""
 
     def page_of(n: int, scope: dict) -> tuple[int, dict[str, str], bytes]:
         query = dict(part.split("=") for part in scope["query_string"].decode().split("&"))
@@ -168,7 +174,7 @@ def _three_page_list(missing: int | None = None) -> Script:
         if page == missing:
             return 404, {}, dumps({"success": False, "data": None, "errors": []})
         records = [{"sku": f"S{i}"} for i in range(3 * page - 2, 3 * page + 1)] if page <= 3 else []
-        pagination = {"page": page, "count": 1000, "totalItems": 9, "totalPages": 3}
+        pagination = {"page": page, "count": PER_PAGE, "totalItems": 9, "totalPages": 3}
         return 200, {}, dumps({"success": True, "data": records, "pagination": pagination})
 
     return page_of
@@ -177,10 +183,13 @@ def _three_page_list(missing: int | None = None) -> Script:
 def test_a_probe_matches_a_stored_read_only_with_every_page_of_it_unchanged() -> None:
     async def probe(url: str) -> tuple[str, dict[int, str | None]]:
         async with UpstreamClient(url, SECRET, concurrency=2) as client:
-            read = await read_whole_list(client, "/list", lambda record: record["sku"])
+            read = await read_whole_list(
+                client, "/list", lambda record: record["sku"], count=PER_PAGE
+            )
             assert read.pages == 3 and len(read.records) == 9
             return read.digest, {
-                pages: await digest_known_pages(client, "/list", pages) for pages in (2, 3, 4)
+                pages: await digest_known_pages(client, "/list", pages, count=PER_PAGE)
+                for pages in (2, 3, 4)
             }
 
     with serving(ScriptedUpstream(_three_page_list())) as url:
@@ -190,7 +199,7 @@ def test_a_probe_matches_a_stored_read_only_with_every_page_of_it_unchanged() ->
 
     async def probe_missing(url: str) -> str | None:
         async with UpstreamClient(url, SECRET) as client:
-            return await digest_known_pages(client, "/list", 3)
+            return await digest_known_pages(client, "/list", 3, count=PER_PAGE)
 
     with serving(ScriptedUpstream(_three_page_list(missing=3))) as url:
         assert asyncio.run(probe_missing(url)) is None  # a page gone: the list must be read
@@ -216,14 +225,56 @@ def test_a_list_whose_records_never_match_its_reported_total_is_refused() -> Non
     def short_by_one(n: int, scope: dict) -> tuple[int, dict[str, str], bytes]:
         status, headers, body = _three_page_list()(n, scope)
         document = loads(body)
-        document["pagination"]["totalItems"] = 10  # nine records on three pages
+        if document["pagination"]["page"] == 3:
+            document["data"][-1] = {"sku": "S1"}  # nine listed, eight distinct
         return status, headers, dumps(document)
 
     async def read(url: str) -> None:
         async with UpstreamClient(url, SECRET) as client:
-            await read_whole_list(client, "/list", lambda record: record["sku"], max_attempts=2)
+            await read_whole_list(
+                client, "/list", lambda record: record["sku"], max_attempts=2, count=PER_PAGE
+            )
 
     upstream = ScriptedUpstream(short_by_one)
     with serving(upstream) as url, pytest.raises(UpstreamError, match="nothing was written"):
         asyncio.run(read(url))
     assert len(upstream.seen) == 6  # both attempts read every page
+
+
+def test_a_list_whose_total_pages_contradict_its_total_items_is_refused_at_its_first_page() -> None:
+    def a_billion_pages(n: int, scope: dict) -> tuple[int, dict[str, str], bytes]:
+        status, headers, body = _three_page_list()(n, scope)
+        document = loads(body)
+        document["pagination"]["totalPages"] = 1_000_000_000
+        return status, headers, dumps(document)
+
+    async def walk(url: str) -> None:
+        async with UpstreamClient(url, SECRET) as client:
+            async for _ in client.iter_pages("/list", count=PER_PAGE):
+                pass
+
+    upstream = ScriptedUpstream(a_billion_pages)
+    with serving(upstream) as url, pytest.raises(UpstreamContractError) as caught:
+        asyncio.run(walk(url))
+    assert str(caught.value) == (
+        "GET /list: refused, page 1 reports totalPages 1,000,000,000, but totalItems 9 at "
+        "count 3 make 3 pages"
+    )
+    assert len(upstream.seen) == 1
+
+
+def test_a_body_over_the_cap_is_refused_without_a_retry_and_one_at_the_cap_is_read() -> None:
+    cap = 1 << 20
+    # JSON either way: whitespace before a value is allowed.
+    bodies = {"/at": b" " * (cap - 2) + b"{}", "/over": b" " * (cap - 1) + b"{}"}
+    upstream = ScriptedUpstream(lambda n, scope: (200, {}, bodies[scope["path"]]))
+    with serving(upstream) as url:
+        body, _ = fetch(url, "/at", max_body_bytes=cap)
+        assert body == {}
+        with pytest.raises(UpstreamContractError) as caught:
+            fetch(url, "/over", max_body_bytes=cap)
+    assert str(caught.value) == (
+        "GET /over: refused, the body is larger than 1,048,576 bytes after decompression "
+        "(DUCTWORK_UPSTREAM_MAX_BODY_BYTES)"
+    )
+    assert [path for _, path, _ in upstream.seen] == ["/at", "/over"]

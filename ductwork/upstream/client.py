@@ -9,6 +9,11 @@ exponential backoff and full jitter on 5xx, dropped connections and bodies that 
 but are not (cut short, or an HTML error page sent with status 200), ``Retry-After`` honoured
 on 429 (never a shorter wait), and an immediate, clear failure on 401. The API key is sent in
 a header and never appears in a message, a log line or metadata.
+
+Nothing an upstream sends can hold it without end: every body is counted as it arrives, after
+decompression, and refused past a cap (a few megabytes of gzip can inflate to gigabytes); a
+page-number list is walked under the rules of ``list_pages`` (no page repeated, no total that
+contradicts the pages). Such refusals raise ``UpstreamContractError`` and are never retried.
 """
 
 from __future__ import annotations
@@ -25,22 +30,19 @@ import aiohttp
 from yarl import URL
 
 from ductwork.contract.encoding import loads
+from ductwork.settings import UpstreamTuning
 from ductwork.stop_signals import stopping
+from ductwork.upstream.errors import UpstreamAuthError, UpstreamContractError, UpstreamError
+from ductwork.upstream.list_pages import PageRules, pagination_of
 
 log = logging.getLogger("ductwork.upstream")
 
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 # Records per page when reading a page-number list whole (the most the upstream serves).
 LIST_PAGE_SIZE = 1000
+# The largest body accepted, after decompression (DUCTWORK_UPSTREAM_MAX_BODY_BYTES).
+MAX_BODY_BYTES: int = UpstreamTuning.model_fields["upstream_max_body_bytes"].default
 Params = Mapping[str, str | int]
-
-
-class UpstreamError(RuntimeError):
-    """The upstream answered something the sync cannot use."""
-
-
-class UpstreamAuthError(UpstreamError):
-    """The upstream rejected the API key: retrying cannot help."""
 
 
 @dataclass
@@ -107,12 +109,14 @@ class UpstreamClient:
         timeout_s: float = 30.0,
         rules: RetryRules | None = None,
         seed: int | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self._base_url = base_url.rstrip("/")
         # Built once: a full sync sends about a hundred thousand requests with it.
         self._auth_headers = {"Authorization": f"Bearer {api_key}"}
         self._concurrency = concurrency
         self._timeout_s = timeout_s
+        self._max_body_bytes = max_body_bytes
         self._rules = rules or RetryRules()
         self._random = random.Random(seed)
         self._in_flight = asyncio.Semaphore(concurrency)
@@ -157,7 +161,8 @@ class UpstreamClient:
     ) -> Answer:
         """GET ``path`` (already percent-encoded; or an absolute URL), retrying transient failures.
 
-        Returns the answer when its status is in ``accept``; raises UpstreamAuthError on 401 and
+        Returns the answer when its status is in ``accept``; raises UpstreamAuthError on 401,
+        UpstreamContractError on a body larger than the cap (after decompression) and
         UpstreamError on any other status or when retries run out. With ``parse_json`` an
         accepted answer whose body is not JSON is retried like a dropped connection: a body
         cut short or a proxy's HTML page must never be stored.
@@ -178,7 +183,7 @@ class UpstreamClient:
                 self.stats.requests += 1
                 try:
                     async with self._http.get(url, params=query, headers=headers) as response:
-                        status, body = response.status, await response.read()
+                        status, body = response.status, await self._body_of(response, path)
                         retry_after = response.headers.get("Retry-After")
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     self.stats.dropped_connections += 1
@@ -197,6 +202,25 @@ class UpstreamClient:
                         delay = self._after_status(tally, path, status, retry_after, body)
             self.stats.retries += 1
             await asyncio.sleep(delay)
+
+    async def _body_of(self, response: aiohttp.ClientResponse, path: str) -> bytes:
+        """The whole body, decompressed, read as it arrives; refused once past the cap.
+
+        aiohttp inflates a compressed body a bounded piece at a time as it is read, and stops
+        reading the connection while the inflated data waits: stopping here stops both.
+        """
+        cap = self._max_body_bytes
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := await response.content.readany():
+            size += len(chunk)
+            if size > cap:
+                raise UpstreamContractError(
+                    f"GET {path}: refused, the body is larger than {cap:,} bytes after "
+                    "decompression (DUCTWORK_UPSTREAM_MAX_BODY_BYTES)"
+                )
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _after_status(
         self, tally: _Tally, path: str, status: int, retry_after: str | None, body: bytes
@@ -260,11 +284,18 @@ class UpstreamClient:
         count: int = LIST_PAGE_SIZE,
         first_page: int = 1,
     ) -> AsyncIterator[Answer]:
-        """``iter_pages``, yielding each page's answer: its raw body and its parsed body."""
+        """``iter_pages``, yielding each page's answer: its raw body and its parsed body.
+
+        Every page is checked against the rules of ``list_pages.PageRules`` before it is
+        yielded, so a page the walk must refuse never reaches the consumer.
+        """
         base = dict(params or {})
+        rules = PageRules(path, count)
         first = await self.get(path, {**base, "count": count, "page": first_page}, parse_json=True)
+        rules.check(first_page, first.document)
         yield first
-        pages = _pagination_of(first.document).get("totalPages", 0)
+        # An integer that agrees with totalItems: the rules checked the first page.
+        pages = pagination_of(first.document)["totalPages"]
         window = max(2, 2 * self._concurrency)
         pending: dict[int, asyncio.Task[Answer]] = {}
         next_page = first_page + 1
@@ -276,7 +307,9 @@ class UpstreamClient:
                         self.get(path, params_n, parse_json=True)
                     )
                     next_page += 1
-                yield await pending.pop(page)
+                answer = await pending.pop(page)
+                rules.check(page, answer.document)
+                yield answer
         finally:
             for task in pending.values():
                 task.cancel()
@@ -300,13 +333,3 @@ def _accepted(status: int, body: bytes, parse_json: bool) -> Answer | None:
         return Answer(status, body, loads(body))
     except ValueError:  # orjson's JSONDecodeError
         return None
-
-
-def _pagination_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The pagination object of a list body (top-level, or nested in ``data``)."""
-    if "pagination" in body:
-        return body["pagination"] or {}
-    data = body.get("data")
-    if isinstance(data, Mapping):
-        return data.get("pagination") or {}
-    return {}

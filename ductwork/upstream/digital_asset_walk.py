@@ -8,6 +8,10 @@ Two ways, one result: every asset whose bookmark is later than the start.
 - ``keyset_walk`` moves ``updatedAfter`` along the last bookmark seen, one page at a time. A
   changed asset only moves later, where the walk still meets it, so positions cannot shift
   under it; it is the fallback when the page walk was disturbed.
+
+Both keep the rules of ``list_pages`` (no page repeated, no total that contradicts the pages)
+and raise ``UpstreamContractError`` rather than walk on where the upstream would never let
+them end.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 from ductwork.contract.encoding import format_datetime, parse_received_datetime
 from ductwork.contract.paths import WAREHOUSE_DIGITAL_ASSETS
 from ductwork.upstream.client import UpstreamClient
-from ductwork.upstream.list_reader import records_of, total_of
+from ductwork.upstream.list_pages import PageRules, records_of, total_of
 from ductwork.upstream.timestamps import canonical_or_received
 
 PAGE = 1000
@@ -136,14 +140,21 @@ async def page_walk(
 
 
 async def keyset_walk(client: UpstreamClient, start: Key | None, sink: Sink) -> WalkReport:
-    """Walk by bookmark, one page at a time; each batch goes to ``sink`` with its bookmark."""
+    """Walk by bookmark, one page at a time; each batch goes to ``sink`` with its bookmark.
+
+    Each query (one ``updatedAfter``) is a walk of its own under the page rules: a query that
+    moved up to the bookmark may list again the assets at its start, but pages of one query
+    never repeat.
+    """
     report = WalkReport()
     after = start
     window = None if start is None else start[0]  # the updatedAt the query starts at
     page = 1
+    rules = PageRules(WAREHOUSE_DIGITAL_ASSETS, PAGE)
     while True:
         params = {**_after_param(None if window is None else (window, "")), "count": PAGE}
         body = await client.get_json(WAREHOUSE_DIGITAL_ASSETS, {**params, "page": page})
+        rules.check(page, body)
         records = records_of(body)
         fresh = [r for r in records if after is None or key_of(r) > after]
         report.saw(fresh)
@@ -154,5 +165,6 @@ async def keyset_walk(client: UpstreamClient, start: Key | None, sink: Sink) -> 
             return report
         if after is not None and after[0] != window:
             window, page = after[0], 1  # move the query up to the bookmark
+            rules = PageRules(WAREHOUSE_DIGITAL_ASSETS, PAGE)
         else:
             page += 1  # more than a page of assets share one updatedAt: page through them

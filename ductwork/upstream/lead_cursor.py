@@ -4,6 +4,10 @@ Thousands of leads can share one CreatedDate, so the cursor is always the pair; 
 each page to a sink together with the cursor after it, so the sink can commit both at once
 and a crash resumes at the last committed page. The cursor's CreatedDate is always in the
 contract's form, whatever form the upstream wrote it in.
+
+The cursor must move forward: a page asked for after a cursor that lists a lead not after it
+(an upstream that ignores the cursor, and answers its first page again) would make the walk go
+round for ever, so it is refused with ``UpstreamContractError``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ductwork.contract.paths import LEADS
-from ductwork.upstream.client import UpstreamClient
+from ductwork.upstream.client import UpstreamClient, UpstreamContractError
 from ductwork.upstream.timestamps import canonical_or_received
 
 PAGE = 1000
@@ -26,6 +30,18 @@ Sink = Callable[[list[Record], Cursor], Awaitable[None]]
 def cursor_of(lead: Record) -> Cursor:
     """The cursor that points just after this lead, its CreatedDate in the contract's form."""
     return (canonical_or_received(lead.get("CreatedDate")), str(lead["Id"]))
+
+
+def refuse_leads_not_after(cursor: Cursor, leads: list[Record]) -> None:
+    """Raise UpstreamContractError unless every lead of a page asked for after ``cursor`` is
+    after it: otherwise the cursor would not move forward."""
+    for lead in leads:
+        found = cursor_of(lead)
+        if found <= cursor:
+            raise UpstreamContractError(
+                f"GET {LEADS}: refused, the cursor does not move forward: asked for leads after "
+                f"({cursor[0]}, {cursor[1]}), the page lists ({found[0]}, {found[1]})"
+            )
 
 
 @dataclass
@@ -60,6 +76,8 @@ async def walk_leads(
             if walk.last is not None:
                 params["cursorCreatedDate"], params["cursorId"] = walk.last
             leads = (await client.get_json(LEADS, params)).get("data") or []
+            if walk.last is not None:
+                refuse_leads_not_after(walk.last, leads)
             if stop_at is not None:
                 leads = [lead for lead in leads if cursor_of(lead) <= stop_at]
             walk.pages += 1

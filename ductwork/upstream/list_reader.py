@@ -6,13 +6,18 @@ exactly that total; otherwise the list is read again, a bounded number of times.
 
 Every read also digests the pages' raw bodies, so that a later run can tell whether the list
 is still what was stored without parsing it (``digest_known_pages``).
+
+A read holds every record of the list at once, so it refuses a list that reports more than
+``MAX_LIST_RECORDS``: a hostile total cannot make it hold without end (each page is held to its
+own totals, see ``list_pages``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +25,15 @@ from ductwork.upstream.client import (
     LIST_PAGE_SIZE,
     Params,
     UpstreamClient,
+    UpstreamContractError,
     UpstreamError,
 )
+from ductwork.upstream.list_pages import records_of, total_of
 
 Record = dict[str, Any]
+# The most records a whole-list read holds: ten times the largest catalog list the sandbox's
+# large scale serves (50,000 products), and still a few gigabytes of parsed records at most.
+MAX_LIST_RECORDS = 500_000
 # Answers that settle a probed page: the page itself, or its absence from a list that shrank
 # (a page past the end). Anything else is retried, or fails the probe, like any request.
 _PROBE_SETTLED = frozenset({200, 400, 404})
@@ -55,22 +65,6 @@ class _PageHasher:
         return self._hash.hexdigest()
 
 
-def records_of(body: Mapping[str, Any]) -> list[Record]:
-    """The records of a list page: ``data`` itself, or the one list nested in it (APIResponseV3)."""
-    data = body.get("data")
-    if isinstance(data, Mapping):
-        return next((list(value) for value in data.values() if isinstance(value, list)), [])
-    return list(data or [])
-
-
-def total_of(body: Mapping[str, Any]) -> int:
-    """The ``totalItems`` a list page reports."""
-    pagination = body.get("pagination")
-    if pagination is None and isinstance(body.get("data"), Mapping):
-        pagination = body["data"].get("pagination")
-    return int((pagination or {}).get("totalItems", 0))
-
-
 async def read_whole_list(
     client: UpstreamClient,
     path: str,
@@ -78,20 +72,29 @@ async def read_whole_list(
     params: Params | None = None,
     *,
     max_attempts: int = 4,
+    count: int = LIST_PAGE_SIZE,
 ) -> ListRead:
-    """Read every page of ``path`` until one pass is self-consistent."""
+    """Read every page of ``path``, ``count`` records a page, until one pass is
+    self-consistent; UpstreamContractError for a list larger than ``MAX_LIST_RECORDS``."""
     seen_totals: list[int] = []
     for attempt in range(1, max_attempts + 1):
         by_key: dict[Hashable, Record] = {}
         totals: set[int] = set()
         pages = 0
         hasher = _PageHasher()
-        async for answer in client.iter_page_answers(path, params):
-            pages += 1
-            hasher.add(answer.body)
-            totals.add(total_of(answer.document))
-            for record in records_of(answer.document):
-                by_key[key(record)] = record
+        async with aclosing(client.iter_page_answers(path, params, count=count)) as answers:
+            async for answer in answers:
+                pages += 1
+                total = total_of(answer.document)
+                if total > MAX_LIST_RECORDS:
+                    raise UpstreamContractError(
+                        f"GET {path}: refused, page {pages} reports {total:,} items; a "
+                        f"whole-list read holds at most {MAX_LIST_RECORDS:,}"
+                    )
+                hasher.add(answer.body)
+                totals.add(total)
+                for record in records_of(answer.document):
+                    by_key[key(record)] = record
         total = totals.pop() if len(totals) == 1 else -1
         if total == len(by_key):
             return ListRead(list(by_key.values()), total, pages, attempt, hasher.hexdigest())
@@ -110,9 +113,11 @@ def bodies_digest(*bodies: bytes) -> str:
     return hasher.hexdigest()
 
 
-async def digest_known_pages(client: UpstreamClient, path: str, pages: int) -> str | None:
-    """Fetch pages 1 to ``pages`` of ``path`` all at once, unparsed, and digest their bodies;
-    None when any of them answers other than 200.
+async def digest_known_pages(
+    client: UpstreamClient, path: str, pages: int, *, count: int = LIST_PAGE_SIZE
+) -> str | None:
+    """Fetch pages 1 to ``pages`` of ``path`` (``count`` records a page) all at once, unparsed,
+    and digest their bodies; None when any of them answers other than 200.
 
     Equal to the ``digest`` of an earlier ``read_whole_list`` of ``path`` that read ``pages`` pages
     exactly when every page came back byte for byte the same. The first page is among them, so its
@@ -121,7 +126,7 @@ async def digest_known_pages(client: UpstreamClient, path: str, pages: int) -> s
     that shrank answers a page past its end as it will: the caller then reads the list in full.
     """
     answers = await asyncio.gather(*(
-        client.get(path, {"count": LIST_PAGE_SIZE, "page": page}, accept=_PROBE_SETTLED)
+        client.get(path, {"count": count, "page": page}, accept=_PROBE_SETTLED)
         for page in range(1, pages + 1)
     ))  # fmt: skip
     if any(answer.status != 200 for answer in answers):
