@@ -3,14 +3,19 @@
 The query is the analyst's own text, and the command may run as the service account, so the
 connection reaches nothing but the snapshot: DuckDB's file system, network and extension
 access are off and its configuration is locked (no ``SET`` can turn them back on) from the
-moment the snapshot is open. Output files are written by this command, outside DuckDB, as new
-files that never follow a symlink (``ductwork.output_files``).
+moment the snapshot is open. What DuckDB spills to disk goes to a private folder of the
+command's own, up to ``DUCTWORK_SQL_TEMP_LIMIT``, removed when it ends. Output files are written
+by this command, outside DuckDB, as new files that never follow a symlink
+(``ductwork.output_files``).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
-from contextlib import nullcontext
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -18,6 +23,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from ductwork import output_files, snapshots
+from ductwork.settings import AnalystSettings, load
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,9 +42,31 @@ SANDBOX: dict[str, object] = {
 BATCH_ROWS = 100_000
 
 
-def open_sandboxed(snapshots_dir: Path) -> tuple[snapshots.Snapshot, duckdb.DuckDBPyConnection]:
-    """The current snapshot, read-only, on a connection that reaches nothing else."""
-    return snapshots.open_current(snapshots_dir, SANDBOX)
+SPILL_PREFIX = "ductwork-sql-"
+
+
+@contextmanager
+def sandboxed(
+    snapshots_dir: Path,
+) -> Iterator[tuple[snapshots.Snapshot, duckdb.DuckDBPyConnection]]:
+    """The current snapshot, read-only, on a connection that reaches nothing else. DuckDB
+    spills to a fresh private folder under the system's temporary folder (``TMPDIR``), at most
+    ``DUCTWORK_SQL_TEMP_LIMIT``, and the folder goes when the block ends."""
+    limits = load(AnalystSettings)
+    spill = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX))  # 0700
+    try:
+        config = {**SANDBOX, "temp_directory": str(spill), "lock_configuration": False}
+        if limits.sql_memory_limit is not None:
+            config["memory_limit"] = limits.sql_memory_limit
+        snap, con = snapshots.open_current(snapshots_dir, config)
+        with con:
+            # DuckDB 2.0 reports a max_temp_directory_size given as the database opens but
+            # spills past it; set on the open connection, the limit holds. Then the lock.
+            con.execute("SET max_temp_directory_size = ?", [limits.sql_temp_limit])
+            con.execute("SET lock_configuration = true")
+            yield snap, con
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def run_query(
@@ -54,16 +82,11 @@ def run_query(
     if output == "parquet" and out_file is None:
         print("ductwork: --format parquet needs --output FILE", file=sys.stderr)
         return 2
-    try:
-        _, con = open_sandboxed(snapshots_dir)
-    except FileNotFoundError as exc:
-        print(f"ductwork: {exc}", file=sys.stderr)
-        return 2
     destination = nullcontext(None) if out_file is None else output_files.new_file(out_file, force)
     try:
         # The destination is checked before the query runs, and takes its name only once the
         # result is written whole: a failed query leaves it as it was.
-        with con, destination as sink:
+        with sandboxed(snapshots_dir) as (_, con), destination as sink:
             if output == "parquet" and sink is not None:
                 write_parquet(con, query, sink)
             else:
@@ -72,6 +95,9 @@ def run_query(
                     sys.stdout.write(text)
                 else:
                     sink.write(text.encode("utf-8"))
+    except FileNotFoundError as exc:  # nothing published yet
+        print(f"ductwork: {exc}", file=sys.stderr)
+        return 2
     except (duckdb.Error, ValueError) as exc:
         print(f"ductwork: query failed: {_first_line(exc)}", file=sys.stderr)
         return 1

@@ -26,7 +26,7 @@ from ductwork import output_files
 from ductwork.output_files import Folder
 from ductwork.settings import S3Settings, load
 from ductwork.snapshot_store import StoreLocation
-from pipelines.analyst_sql import open_sandboxed
+from pipelines.analyst_sql import sandboxed
 from pipelines.snapshot_catalog import Relation, describe
 from warehouse_sql import quote_identifier
 
@@ -74,8 +74,7 @@ def export_snapshot(snapshots_dir: Path, target: Path, force: bool = False) -> d
     """Write the current snapshot's tables and views under ``target``, a new or empty folder
     (any folder with ``force``, whose regular files of the same names are replaced); nothing
     is written through a symlink. Returns the manifest."""
-    snap, con = open_sandboxed(snapshots_dir)
-    with con, output_files.new_folder(target, force) as folder:
+    with sandboxed(snapshots_dir) as (snap, con), output_files.new_folder(target, force) as folder:
         relations = describe(con)
         for relation in relations:
             export_relation(con, relation, folder, force)

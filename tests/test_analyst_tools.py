@@ -161,6 +161,45 @@ def test_without_the_sandbox_extensions_fail_otherwise_so_the_phrases_prove_the_
             assert refusal not in str(failed.value), what
 
 
+# Sorting two million 128-character strings takes far more than 128 MB: DuckDB spills.
+SPILLING_QUERY = (
+    "SELECT sum(length(h))::BIGINT AS n FROM (SELECT repeat(md5(i::VARCHAR), 4) AS h "
+    "FROM range(2000000) AS t(i) ORDER BY h DESC)"
+)
+
+
+def test_sql_spills_only_into_a_private_folder_of_its_own_within_its_limit(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = env_for(synced_home, TMPDIR=str(scratch), DUCTWORK_SQL_TEMP_LIMIT="2MB")
+    where = (
+        "SELECT current_setting('temp_directory') AS d, "
+        "current_setting('max_temp_directory_size') AS m"
+    )
+    done = ductwork("sql", where, "--format", "json", env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (settings,) = json.loads(done.stdout)
+    spill = Path(settings["d"])
+    assert spill.parent == scratch and spill.name.startswith("ductwork-sql-")
+    assert settings["m"] == "1.9 MiB"  # 2 MB as DuckDB shows it
+    assert list(scratch.iterdir()) == []  # removed when the command ended
+    # Past its limit a spilling query fails in one line; within a larger one it runs.
+    small_memory = {**env, "DUCTWORK_SQL_MEMORY_LIMIT": "128MB"}
+    refused = ductwork("sql", SPILLING_QUERY, "--format", "csv", env=small_memory, timeout=120)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(
+        "ductwork: query failed: Out of Memory Error: failed to offload"
+    )
+    assert refused.stderr.count("\n") == 1
+    roomy = {**small_memory, "DUCTWORK_SQL_TEMP_LIMIT": "1GiB"}
+    done = ductwork("sql", SPILLING_QUERY, "--format", "csv", env=roomy, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.splitlines()[1]) == 2_000_000 * 128
+    assert list(scratch.iterdir()) == []
+
+
 def test_sql_and_export_output_files_are_private_to_their_owner(
     synced_home: Path, tmp_path: Path
 ) -> None:
