@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import ductwork
-from tests.test_file_modes import a_group_to_share_with
+from tests.helpers.groups import a_group_to_share_with
 
 # Each command that writes one file, and the arguments that make it write ``path``.
 FILE_COMMANDS = {
