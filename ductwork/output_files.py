@@ -91,7 +91,10 @@ class Folder:
         except OSError as exc:
             raise _cannot_write(shown, exc) from None
         if not made:
-            found = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            try:
+                found = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            except OSError as exc:  # removed meanwhile
+                raise _cannot_write(shown, exc) from None
             if not stat.S_ISDIR(found.st_mode):
                 raise DestinationRefused(f"{shown} is {_kind(found)}; nothing written")
         try:
