@@ -148,6 +148,23 @@ class FileSettings(_Base):
     )
 
 
+class AnalystSettings(_Base):
+    """What ``ductwork sql`` and ``ductwork export`` may take of the machine."""
+
+    sql_temp_limit: str = Field(
+        default="4GiB",
+        pattern=r"^[0-9]{1,6}(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="Most DuckDB may spill to disk for one `ductwork sql` or `export`, in a "
+        "private folder under the system's temporary folder; beyond it the query fails.",
+    )
+    sql_memory_limit: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]{1,6}(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="DuckDB's memory limit for `ductwork sql` and `export` (beyond it, DuckDB "
+        "spills); unset means DuckDB's own, 80 % of the memory.",
+    )
+
+
 class S3Settings(_Base):
     """The S3-compatible object store: its bucket is listed by a stream and holds the
     mirrored product images."""
@@ -305,6 +322,7 @@ ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     RunSettings,
     AlertSettings,
     FileSettings,
+    AnalystSettings,
     S3Settings,
     ImageSettings,
     SnapshotStoreSettings,

@@ -3,18 +3,30 @@
 The query is the analyst's own text, and the command may run as the service account, so the
 connection reaches nothing but the snapshot: DuckDB's file system, network and extension
 access are off and its configuration is locked (no ``SET`` can turn them back on) from the
-moment the snapshot is open. Output files are written by this command, outside DuckDB.
+moment the snapshot is open. What DuckDB spills to disk goes to a private folder of the
+command's own, up to ``DUCTWORK_SQL_TEMP_LIMIT``, removed when it ends. Output files are written
+by this command, outside DuckDB, as new files that never follow a symlink
+(``ductwork.output_files``).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 import duckdb
 import pyarrow.parquet as pq
 
-from ductwork import file_modes, snapshots
+from ductwork import output_files, snapshots
+from ductwork.settings import AnalystSettings, load
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Applied as the snapshot opens: the database file itself is attached first, then nothing
 # else on the file system (read_csv, COPY, ATTACH, EXPORT), no extension installed or loaded,
@@ -30,60 +42,86 @@ SANDBOX: dict[str, object] = {
 BATCH_ROWS = 100_000
 
 
-def open_sandboxed(snapshots_dir: Path) -> tuple[snapshots.Snapshot, duckdb.DuckDBPyConnection]:
-    """The current snapshot, read-only, on a connection that reaches nothing else."""
-    return snapshots.open_current(snapshots_dir, SANDBOX)
+SPILL_PREFIX = "ductwork-sql-"
 
 
-def run_query(query: str, output: str, snapshots_dir: Path, out_file: Path | None = None) -> int:
+@contextmanager
+def sandboxed(
+    snapshots_dir: Path,
+) -> Iterator[tuple[snapshots.Snapshot, duckdb.DuckDBPyConnection]]:
+    """The current snapshot, read-only, on a connection that reaches nothing else. DuckDB
+    spills to a fresh private folder under the system's temporary folder (``TMPDIR``), at most
+    ``DUCTWORK_SQL_TEMP_LIMIT``, and the folder goes when the block ends."""
+    limits = load(AnalystSettings)
+    spill = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX))  # 0700
+    try:
+        config = {**SANDBOX, "temp_directory": str(spill), "lock_configuration": False}
+        if limits.sql_memory_limit is not None:
+            config["memory_limit"] = limits.sql_memory_limit
+        snap, con = snapshots.open_current(snapshots_dir, config)
+        with con:
+            # DuckDB 2.0 reports a max_temp_directory_size given as the database opens but
+            # spills past it; set on the open connection, the limit holds. Then the lock.
+            con.execute("SET max_temp_directory_size = ?", [limits.sql_temp_limit])
+            con.execute("SET lock_configuration = true")
+            yield snap, con
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def run_query(
+    query: str,
+    output: str,
+    snapshots_dir: Path,
+    out_file: Path | None = None,
+    force: bool = False,
+) -> int:
     """Run ``query`` read-only on the current snapshot; print it as table, csv or json, or
-    write it to ``out_file`` (required for parquet, which is binary)."""
+    write it to ``out_file`` (required for parquet, which is binary), a new file unless
+    ``force`` lets it replace a regular one (``ductwork.output_files``)."""
     if output == "parquet" and out_file is None:
         print("ductwork: --format parquet needs --output FILE", file=sys.stderr)
         return 2
+    destination = nullcontext(None) if out_file is None else output_files.new_file(out_file, force)
     try:
-        _, con = open_sandboxed(snapshots_dir)
-    except FileNotFoundError as exc:
+        # The destination is checked before the query runs, and takes its name only once the
+        # result is written whole: a failed query leaves it as it was.
+        with sandboxed(snapshots_dir) as (_, con), destination as sink:
+            if output == "parquet" and sink is not None:
+                write_parquet(con, query, sink)
+            else:
+                text = render(con.execute(query).df(), output)
+                if sink is None:
+                    sys.stdout.write(text)
+                else:
+                    sink.write(text.encode("utf-8"))
+    except FileNotFoundError as exc:  # nothing published yet
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
-    with con:
-        try:
-            if output == "parquet" and out_file is not None:
-                write_parquet(con, query, out_file)
-                return 0
-            frame = con.execute(query).df()
-        except (duckdb.Error, ValueError) as exc:
-            print(f"ductwork: query failed: {_first_line(exc)}", file=sys.stderr)
-            return 1
-    if output == "csv":
-        text = frame.to_csv(index=False)
-    elif output == "json":
-        text = frame.to_json(orient="records", date_format="iso") + "\n"
-    else:
-        text = frame.to_string(index=False, max_rows=200, max_colwidth=60) + "\n"
-    if out_file is None:
-        sys.stdout.write(text)
-    else:
-        file_modes.current().write_private(out_file, text.encode("utf-8"))
+    except (duckdb.Error, ValueError) as exc:
+        print(f"ductwork: query failed: {_first_line(exc)}", file=sys.stderr)
+        return 1
     return 0
 
 
-def write_parquet(con: duckdb.DuckDBPyConnection, query: str, out_file: Path) -> None:
-    """Stream the query's result into ``out_file`` through pyarrow, with the private file
-    mode; a query that fails part way leaves no file behind."""
+def render(frame: pd.DataFrame, output: str) -> str:
+    """A result as csv, json (records) or a table for a person."""
+    if output == "csv":
+        return frame.to_csv(index=False)
+    if output == "json":
+        return frame.to_json(orient="records", date_format="iso") + "\n"
+    return frame.to_string(index=False, max_rows=200, max_colwidth=60) + "\n"
+
+
+def write_parquet(con: duckdb.DuckDBPyConnection, query: str, sink: BinaryIO) -> None:
+    """Stream the query's result into ``sink`` through pyarrow, a batch at a time."""
     relation = con.sql(query)
     if relation is None:
         raise ValueError("the statement returns no rows to write")
     reader = relation.to_arrow_reader(BATCH_ROWS)
-    modes = file_modes.current()
-    try:
-        with pq.ParquetWriter(out_file, reader.schema, compression="zstd") as writer:
-            modes.secure(out_file)
-            for batch in reader:
-                writer.write_batch(batch)
-    except BaseException:
-        out_file.unlink(missing_ok=True)
-        raise
+    with pq.ParquetWriter(sink, reader.schema, compression="zstd") as writer:
+        for batch in reader:
+            writer.write_batch(batch)
 
 
 def _first_line(error: Exception) -> str:

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from ductwork import file_modes
 from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, KeyFile
+from ductwork.output_files import DestinationRefused
 from ductwork.settings import (
     HomeSettings,
     ServeSettings,
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # (``pipelines.sync_command.freeze_what_is_loaded``).
             gc.disable()
         code = options.run(options)
-    except (SettingsError, UsageError) as exc:
+    except (SettingsError, UsageError, DestinationRefused) as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -168,20 +169,29 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("query")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument(
-        "--output", type=Path, default=None, help="Write to this file (required for parquet)."
+        "--output", type=Path, default=None, help="Write to this new file (required for parquet)."
     )
+    _force_option(sql)
     sql.set_defaults(run=_sql)
 
     docs = sub.add_parser("docs", help="Write the data dictionary from the current snapshot.")
     docs.add_argument("--out", type=Path, default=Path("docs/data-dictionary.md"))
+    _force_option(docs)
     docs.set_defaults(run=_docs)
 
     export = sub.add_parser("export", help="Every table and view of the snapshot as Parquet.")
     export.add_argument("--to", required=True, metavar="DIR|s3://BUCKET/PREFIX")
+    export.add_argument(
+        "--force",
+        action="store_true",
+        help="Write into a folder that is not empty, replacing regular files of the same names "
+        "(never a symlink or a folder).",
+    )
     export.set_defaults(run=_export)
 
     report = sub.add_parser("report", help="Charts of the streams and the lead funnel (HTML).")
     report.add_argument("--out", type=Path, default=Path("ductwork-report.html"))
+    _force_option(report)
     report.set_defaults(run=_report)
 
     demo = sub.add_parser("demo", help="Sandbox upstream, full sync, read API and Dagster UI.")
@@ -201,6 +211,14 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--port", type=int, default=3000, help="The UI's port on 127.0.0.1.")
     dev.set_defaults(run=_dev)
     return parser
+
+
+def _force_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--force",
+        action="store_true",
+        help="Replace the file if it is a regular file (never a symlink or a folder).",
+    )
 
 
 def _version() -> str:
@@ -311,27 +329,31 @@ def _sql(options: argparse.Namespace) -> int:
     from pipelines.analyst_sql import run_query
 
     return run_query(
-        options.query, options.format, load(HomeSettings).snapshots_dir, options.output
+        options.query,
+        options.format,
+        load(HomeSettings).snapshots_dir,
+        options.output,
+        force=options.force,
     )
 
 
 def _docs(options: argparse.Namespace) -> int:
     from pipelines.data_dictionary import write_dictionary
 
-    return write_dictionary(load(HomeSettings).snapshots_dir, options.out)
+    return write_dictionary(load(HomeSettings).snapshots_dir, options.out, force=options.force)
 
 
 def _export(options: argparse.Namespace) -> int:
     from pipelines.export import run_export
 
-    return run_export(options.to, load(HomeSettings).snapshots_dir)
+    return run_export(options.to, load(HomeSettings).snapshots_dir, force=options.force)
 
 
 def _report(options: argparse.Namespace) -> int:
     from pipelines.report import write_report
 
     home = load(HomeSettings)
-    return write_report(home.dagster_home, home.snapshots_dir, options.out)
+    return write_report(home.dagster_home, home.snapshots_dir, options.out, force=options.force)
 
 
 def _demo(options: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ductwork import snapshots
+from ductwork import file_modes, output_files, snapshots
 from pipelines.snapshot_catalog import Relation, describe
 
 
@@ -50,16 +50,17 @@ def render(relations: list[Relation], version: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_dictionary(snapshots_dir: Path, out: Path) -> int:
-    """Write the current snapshot's data dictionary to ``out``; returns an exit code."""
+def write_dictionary(snapshots_dir: Path, out: Path, force: bool = False) -> int:
+    """Write the current snapshot's data dictionary to ``out``, a new file unless ``force``
+    lets it replace a regular one (``ductwork.output_files``); returns an exit code."""
     try:
         snap, con = snapshots.open_current(snapshots_dir)
     except FileNotFoundError as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
-    with con:
+    file_modes.current().make_private_dir(out.parent)
+    with con, output_files.new_file(out, force) as sink:
         relations = describe(con)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(relations, snap.version), encoding="utf-8")
+        sink.write(render(relations, snap.version).encode("utf-8"))
     print(f"wrote {out} ({len(relations)} tables and views)")
     return 0

@@ -3,7 +3,8 @@ manifest, into a folder or an S3 prefix (for BI tools and other engines).
 
 An export holds the same PII as the snapshot, so its files and the folders it creates follow
 the data folder's rule (``ductwork.file_modes``); a target folder that already existed keeps
-its own mode.
+its own mode. A local export goes into a new or empty folder (any folder with ``--force``) and
+never writes through a symlink (``ductwork.output_files``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
 from assets.resources import ObjectStore
-from ductwork import file_modes
+from ductwork import output_files
+from ductwork.output_files import Folder
 from ductwork.settings import S3Settings, load
 from ductwork.snapshot_store import StoreLocation
-from pipelines.analyst_sql import open_sandboxed
+from pipelines.analyst_sql import sandboxed
 from pipelines.snapshot_catalog import Relation, describe
 from warehouse_sql import quote_identifier
 
@@ -33,13 +35,16 @@ DATA_FILE = "data.parquet"
 BATCH_ROWS = 100_000
 
 
-def export_relation(con: duckdb.DuckDBPyConnection, relation: Relation, folder: Path) -> None:
-    """Stream one table or view into ``folder/<name>/data.parquet``."""
-    modes = file_modes.current()
-    target = modes.make_private_dir(folder / relation.name)
+def export_relation(
+    con: duckdb.DuckDBPyConnection, relation: Relation, folder: Folder, force: bool = False
+) -> None:
+    """Stream one table or view into ``<name>/data.parquet`` in ``folder``."""
     reader = con.sql(f"SELECT * FROM {quote_identifier(relation.name)}").to_arrow_reader(BATCH_ROWS)
-    with pq.ParquetWriter(target / DATA_FILE, reader.schema, compression="zstd") as writer:
-        modes.secure(target / DATA_FILE)
+    with (
+        folder.subfolder(relation.name, force) as target,
+        target.new_file(DATA_FILE, force) as sink,
+        pq.ParquetWriter(sink, reader.schema, compression="zstd") as writer,
+    ):
         for batch in reader:
             writer.write_batch(batch)
 
@@ -65,17 +70,17 @@ def manifest(relations: list[Relation], version: str) -> dict[str, Any]:
     }
 
 
-def export_snapshot(snapshots_dir: Path, folder: Path) -> dict[str, Any]:
-    """Write the current snapshot's tables and views under ``folder``; returns the manifest."""
-    snap, con = open_sandboxed(snapshots_dir)
-    with con:
-        modes = file_modes.current()
-        modes.make_private_dir(folder)
+def export_snapshot(snapshots_dir: Path, target: Path, force: bool = False) -> dict[str, Any]:
+    """Write the current snapshot's tables and views under ``target``, a new or empty folder
+    (any folder with ``force``, whose regular files of the same names are replaced); nothing
+    is written through a symlink. Returns the manifest."""
+    with sandboxed(snapshots_dir) as (snap, con), output_files.new_folder(target, force) as folder:
         relations = describe(con)
         for relation in relations:
-            export_relation(con, relation, folder)
-    content = manifest(relations, snap.version)
-    modes.write_private(folder / MANIFEST, (json.dumps(content, indent=2) + "\n").encode())
+            export_relation(con, relation, folder, force)
+        content = manifest(relations, snap.version)
+        with folder.new_file(MANIFEST, force) as sink:
+            sink.write((json.dumps(content, indent=2) + "\n").encode())
     return content
 
 
@@ -90,8 +95,8 @@ def upload_folder(store: ObjectStore, folder: Path, prefix: str) -> int:
     return len(files) + 1
 
 
-def run_export(target: str, snapshots_dir: Path) -> int:
-    """``ductwork export --to DIR|s3://bucket/prefix``; returns the exit code."""
+def run_export(target: str, snapshots_dir: Path, force: bool = False) -> int:
+    """``ductwork export --to DIR|s3://bucket/prefix [--force]``; returns the exit code."""
     try:
         if target.startswith("s3://"):
             location = StoreLocation.parse(target)
@@ -103,7 +108,7 @@ def run_export(target: str, snapshots_dir: Path) -> int:
                 content = export_snapshot(snapshots_dir, Path(staging))
                 upload_folder(store, Path(staging), location.prefix.rstrip("/"))
         else:
-            content = export_snapshot(snapshots_dir, Path(target))
+            content = export_snapshot(snapshots_dir, Path(target), force)
     except (FileNotFoundError, ValueError) as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2

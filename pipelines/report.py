@@ -17,7 +17,7 @@ import dagster as dg
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ductwork import snapshots
+from ductwork import file_modes, output_files, snapshots
 from ductwork.streams.registry import LEADS
 from warehouse_sql import stream_section
 
@@ -153,14 +153,16 @@ def lead_funnel(snapshots_dir: Path) -> tuple[str | None, list[tuple[str, int]]]
         ]
 
 
-def write_report(dagster_home: Path, snapshots_dir: Path, out: Path) -> int:
-    """Write the report page to ``out``; returns the exit code."""
-    streams: dict[str, list[Materialization]] = {}
-    if dagster_home.is_dir():
-        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-            streams = stream_history(instance)
-    version, statuses = lead_funnel(snapshots_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(streams, statuses, version, datetime.now(UTC)), encoding="utf-8")
+def write_report(dagster_home: Path, snapshots_dir: Path, out: Path, force: bool = False) -> int:
+    """Write the report page to ``out``, a new file unless ``force`` lets it replace a regular
+    one (``ductwork.output_files``); returns the exit code."""
+    file_modes.current().make_private_dir(out.parent)
+    with output_files.new_file(out, force) as sink:
+        streams: dict[str, list[Materialization]] = {}
+        if dagster_home.is_dir():
+            with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+                streams = stream_history(instance)
+        version, statuses = lead_funnel(snapshots_dir)
+        sink.write(render(streams, statuses, version, datetime.now(UTC)).encode("utf-8"))
     print(f"wrote {out} ({len(streams)} streams)")
     return 0

@@ -92,6 +92,29 @@ def test_analyst_views_agree_with_the_tables_they_summarise(synced_home: Path) -
         assert one("SELECT count(*) FROM lead_status_transitions") == (0,)
 
 
+# What DuckDB says when the sandbox, and nothing else, refuses a statement: the file system is
+# off (enable_external_access), extensions cannot load, and the configuration is locked.
+FILE_SYSTEM_OFF = "file system operations are disabled by configuration"
+EXTENSIONS_OFF = "Loading external extensions is disabled through configuration"
+LOCKED = "the configuration has been locked"
+
+
+def refused_statements(tmp_path: Path, secret: Path, written: Path) -> dict[str, tuple[str, str]]:
+    """What the analyst sandbox refuses: the statement, and the phrase of its refusal."""
+    return {
+        "read a file": (f"SELECT * FROM read_csv('{secret}')", FILE_SYSTEM_OFF),
+        "read a file by name": (f"SELECT * FROM '{secret}'", FILE_SYSTEM_OFF),
+        "list files": (f"SELECT * FROM glob('{tmp_path}/*')", FILE_SYSTEM_OFF),
+        "write a file": (f"COPY (SELECT 1 AS a) TO '{written}'", FILE_SYSTEM_OFF),
+        "attach a database": (f"ATTACH '{tmp_path / 'other.duckdb'}' AS other", FILE_SYSTEM_OFF),
+        "export the database": (f"EXPORT DATABASE '{tmp_path / 'dump'}'", FILE_SYSTEM_OFF),
+        "turn access back on": ("SET enable_external_access = true", LOCKED),
+        "unlock": ("SET lock_configuration = false", LOCKED),
+        "install an extension": ("INSTALL httpfs", FILE_SYSTEM_OFF),
+        "load an extension": ("LOAD httpfs", EXTENSIONS_OFF),
+    }
+
+
 def test_sql_reads_no_file_writes_none_and_cannot_unlock_itself(
     synced_home: Path, tmp_path: Path
 ) -> None:
@@ -99,24 +122,14 @@ def test_sql_reads_no_file_writes_none_and_cannot_unlock_itself(
     secret.write_text("name\nsecret-marker-1234\n", encoding="utf-8")
     written = tmp_path / "written.csv"
     env = env_for(synced_home)
-    refused = {
-        "read a file": f"SELECT * FROM read_csv('{secret}')",
-        "read a file by name": f"SELECT * FROM '{secret}'",
-        "list files": f"SELECT * FROM glob('{tmp_path}/*')",
-        "write a file": f"COPY (SELECT 1 AS a) TO '{written}'",
-        "attach a database": f"ATTACH '{tmp_path / 'other.duckdb'}' AS other",
-        "export the database": f"EXPORT DATABASE '{tmp_path / 'dump'}'",
-        "turn access back on": "SET enable_external_access = true",
-        "unlock": "SET lock_configuration = false",
-        "install an extension": "INSTALL httpfs",
-        "load an extension": "LOAD httpfs",
-    }
-    for what, query in refused.items():
+    for what, (query, refusal) in refused_statements(tmp_path, secret, written).items():
         done = ductwork("sql", query, "--format", "csv", env=env, timeout=120)
         assert done.returncode == 1, f"{what}: {done.stdout}{done.stderr}"
         assert "secret-marker" not in done.stdout + done.stderr, what
         assert done.stderr.startswith("ductwork: query failed:"), what
         assert done.stderr.count("\n") == 1, f"{what}: {done.stderr}"
+        # Refused by the sandbox, not failing for another reason (no network, no such file).
+        assert refusal in done.stderr, f"{what}: {done.stderr}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.csv"]
     # Parquet output goes through pyarrow, never through DuckDB's COPY.
     out = tmp_path / "out.parquet"
@@ -127,6 +140,64 @@ def test_sql_reads_no_file_writes_none_and_cannot_unlock_itself(
     counted = ductwork("sql", "SELECT count(*) AS n FROM leads", "--format", "json", env=env)
     assert counted.returncode == 0, counted.stderr
     assert json.loads(counted.stdout) == [{"n": snapshot_counts(synced_home)["leads"]}]
+
+
+def test_without_the_sandbox_extensions_fail_otherwise_so_the_phrases_prove_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    """On this offline machine INSTALL and LOAD fail whatever the configuration: only the
+    phrase tells the sandbox's refusal from a failed download or a missing file."""
+    unsandboxed = {
+        "extension_directory": str(tmp_path / "extensions"),
+        "custom_extension_repository": "http://127.0.0.1:9",  # nothing is downloaded
+    }
+    secret, written = tmp_path / "secret.csv", tmp_path / "written.csv"
+    statements = refused_statements(tmp_path, secret, written)
+    with duckdb.connect(config=unsandboxed) as con:
+        for what in ("install an extension", "load an extension", "turn access back on"):
+            query, refusal = statements[what]
+            with pytest.raises(duckdb.Error) as failed:
+                con.execute(query)
+            assert refusal not in str(failed.value), what
+
+
+# Sorting two million 128-character strings takes far more than 128 MB: DuckDB spills.
+SPILLING_QUERY = (
+    "SELECT sum(length(h))::BIGINT AS n FROM (SELECT repeat(md5(i::VARCHAR), 4) AS h "
+    "FROM range(2000000) AS t(i) ORDER BY h DESC)"
+)
+
+
+def test_sql_spills_only_into_a_private_folder_of_its_own_within_its_limit(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = env_for(synced_home, TMPDIR=str(scratch), DUCTWORK_SQL_TEMP_LIMIT="2MB")
+    where = (
+        "SELECT current_setting('temp_directory') AS d, "
+        "current_setting('max_temp_directory_size') AS m"
+    )
+    done = ductwork("sql", where, "--format", "json", env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (settings,) = json.loads(done.stdout)
+    spill = Path(settings["d"])
+    assert spill.parent == scratch and spill.name.startswith("ductwork-sql-")
+    assert settings["m"] == "1.9 MiB"  # 2 MB as DuckDB shows it
+    assert list(scratch.iterdir()) == []  # removed when the command ended
+    # Past its limit a spilling query fails in one line; within a larger one it runs.
+    small_memory = {**env, "DUCTWORK_SQL_MEMORY_LIMIT": "128MB"}
+    refused = ductwork("sql", SPILLING_QUERY, "--format", "csv", env=small_memory, timeout=120)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(
+        "ductwork: query failed: Out of Memory Error: failed to offload"
+    )
+    assert refused.stderr.count("\n") == 1
+    roomy = {**small_memory, "DUCTWORK_SQL_TEMP_LIMIT": "1GiB"}
+    done = ductwork("sql", SPILLING_QUERY, "--format", "csv", env=roomy, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.splitlines()[1]) == 2_000_000 * 128
+    assert list(scratch.iterdir()) == []
 
 
 def test_sql_and_export_output_files_are_private_to_their_owner(

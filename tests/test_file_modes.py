@@ -1,17 +1,21 @@
-"""The data folder after real commands: nothing in it readable by other local users, or by
-one named group only; a folder an earlier release left readable is tightened."""
+"""The data folder after real commands (``sync``, ``keys create`` and ``serve`` answering
+requests): nothing in it readable by other local users, or by one named group only; a folder an
+earlier release left readable is tightened."""
 
 from __future__ import annotations
 
-import grp
 import os
 import stat
 from pathlib import Path
 
+import httpx
+
 from ductwork.file_modes import FileModes, tighten_home
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
-from tests.helpers.cli import ductwork, sync_env
+from tests.helpers.cli import ductwork, free_ports, sync_env
+from tests.helpers.groups import a_group_to_share_with
+from tests.helpers.serve_process import serving_process
 
 
 def modes_under(home: Path) -> dict[str, tuple[int, int]]:
@@ -34,13 +38,32 @@ def wrong_modes(home: Path, file_mode: int, dir_mode: int, gid: int | None) -> d
     return wrong
 
 
-def a_group_to_share_with() -> grp.struct_group:
-    """A group other than the user's own where the user may choose one (root may choose any)."""
-    if os.geteuid() == 0:
-        others = [g for g in grp.getgrall() if g.gr_gid != os.getgid()]
-        return next((g for g in others if g.gr_name == "daemon"), others[0])
-    extra = [gid for gid in os.getgroups() if gid != os.getgid()]
-    return grp.getgrgid(extra[0] if extra else os.getgid())
+def create_key(env: dict[str, str]) -> str:
+    """``ductwork keys create`` of a key for every data family; the key."""
+    made = ductwork("keys", "create", "analyst", "--scope", "all", env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip().splitlines()[-1]
+
+
+def serve_and_ask(home: Path, key: str, settings: dict[str, str]) -> set[str]:
+    """Run ``ductwork serve`` (two workers) over ``home`` until it has answered a page of
+    digital assets, read from the record file it writes beside the snapshot, and a
+    pim-image-sync trigger, which takes its lock in the data folder before it finds no
+    webserver; returns the entries it added to the folder."""
+    before = set(modes_under(home))
+    (closed,) = free_ports(1)  # no Dagster webserver there: the trigger answers 503
+    settings = {**settings, "DUCTWORK_DAGSTER_URL": f"http://127.0.0.1:{closed}"}
+    with serving_process(home, workers=2, settings=settings) as api:
+        headers = {"Authorization": f"Bearer {key}"}
+        page = httpx.get(f"{api.url}/warehouse/v1.0/digital-assets", headers=headers, timeout=30)
+        assert page.status_code == 200, page.text
+        trigger = httpx.get(
+            f"{api.url}/internal/v1.0/jobs/pim-image-sync", headers=headers, timeout=30
+        )
+        assert trigger.status_code == 503, trigger.text
+    added = set(modes_under(home)) - before
+    assert any(name.startswith("snapshots/.records-") for name in added), sorted(added)
+    return added
 
 
 def test_a_synced_and_published_data_folder_is_private_to_its_owner(
@@ -50,8 +73,8 @@ def test_a_synced_and_published_data_folder_is_private_to_its_owner(
     env = sync_env(home, upstream, object_store, UPSTREAM_KEY)
     done = ductwork("sync", "--select", "group:catalog", env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    made = ductwork("keys", "create", "analyst", "--scope", "catalog", env=env, timeout=120)
-    assert made.returncode == 0, made.stderr
+    key = create_key(env)
+    served = serve_and_ask(home, key, {})
     found = modes_under(home)
     # The rule covers every kind of file the folder holds.
     for name in [
@@ -61,6 +84,7 @@ def test_a_synced_and_published_data_folder_is_private_to_its_owner(
         assert name in found, sorted(found)
     assert any(name.startswith("snapshots/snapshot-") for name in found)
     assert any(name.endswith(".db") for name in found), "the instance's SQLite storage"
+    assert served <= set(found)
     assert wrong_modes(home, 0o600, 0o700, None) == {}
 
 
@@ -80,6 +104,8 @@ def test_a_folder_an_earlier_release_left_readable_is_tightened_to_the_file_grou
     done = ductwork("sync", "--select", "group:catalog", env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "dagster/dagster.yaml" in modes_under(home)
+    key = create_key(env)
+    serve_and_ask(home, key, {"DUCTWORK_FILE_GROUP": group.gr_name})
     # Files 0640, folders 2750 (new files inherit the folder's group), all of that group.
     assert wrong_modes(home, 0o640, 0o2750, group.gr_gid) == {}
 

@@ -82,7 +82,7 @@ class PageWalkProgress:
         return self.pages_done > 0
 
     def as_json(self) -> dict[str, Any]:
-        """The form kept in ``stream_state``."""
+        """The form kept in ``sync_state``."""
         start = None if self.start is None else list(self.start)
         return {"start": start, "pagesDone": self.pages_done, "totals": sorted(self.totals)}
 
