@@ -15,7 +15,7 @@ from pydantic import Field, PrivateAttr
 
 from assets.warehouse_admission import hold_warehouse, note_stop_signal
 from ductwork import file_modes
-from ductwork.contract.manuals import object_url
+from ductwork.contract.encoding import object_url
 from ductwork.settings import HomeSettings, ImageSettings, S3Settings, UpstreamTuning, load
 from ductwork.upstream.client import RetryRules, UpstreamClient
 from ductwork.upstream.image_fetch import ImagePolicy
@@ -73,8 +73,8 @@ class Warehouse(DuckDBResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # DuckDB creates the file but not its folder. The folder (the data folder) is brought
-        # to the file-mode rule as every run starts, so that a folder an earlier release left
-        # readable is tightened wherever runs start, the daemon's included.
+        # to the file-mode rule as every run starts, so that a folder left readable is
+        # tightened wherever runs start, the daemon's included.
         modes = file_modes.current()
         file_modes.tighten_home(modes.make_private_dir(Path(self.database).parent), modes)
         held = ExitStack()

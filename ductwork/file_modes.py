@@ -11,7 +11,8 @@ instance) and Dagster itself create files of their own, with the process's file-
 So every entry point that writes data sets the mask (``apply_umask``); the files ductwork writes
 itself are also given their mode explicitly (``write_private``, ``make_private_dir``), so they
 stay private when the code runs as a library in a process with a looser mask. ``tighten``
-brings a folder made by an earlier release (0644 files, 0755 folders) to the same rule.
+brings a folder left readable (0644 files, 0755 folders: copied in, or made by hand) to the
+same rule.
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ def current() -> FileModes:
 
 
 def tighten_home(home: Path, modes: FileModes) -> int:
-    """Tighten the data folder: all of it once per rule (a folder an earlier release or
-    another ``DUCTWORK_FILE_GROUP`` left, recorded by a marker in it), and after that its
+    """Tighten the data folder: all of it once per rule (a folder copied in, made by hand
+    or left by another ``DUCTWORK_FILE_GROUP``, recorded by a marker in it), and after that its
     first two levels only (the warehouse, the snapshots, the key file), which is quick however
     much run history the Dagster instance keeps. Returns how many entries changed."""
     marker = home / MARKER
@@ -193,7 +194,7 @@ def fsync(path: Path) -> None:
 
 def secure_home(home: Path) -> FileModes:
     """What every command that writes the data folder does first: set the process's mask and
-    tighten what an earlier release left readable. A missing ``home`` is left to be created by
+    tighten what was left readable. A missing ``home`` is left to be created by
     whoever first writes it (under the mask, so privately): a command that stops before writing
     anything, such as a demo refusing a taken port, leaves nothing behind."""
     modes = current()

@@ -8,8 +8,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from ductwork.contract.encoding import dumps
-from ductwork.contract.manuals import MANUALS_PREFIX, manual_item, object_url
+from ductwork.contract.encoding import dumps, object_url
+from ductwork.streams.internal import MANUALS_PREFIX, manual_item
 
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()

@@ -15,7 +15,9 @@ from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
 from ductwork.contract.paths import Family
 from ductwork.streams.model import Serving, Stream
 from ductwork.streams.registry import served_as
+from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep, require_key
+from serve.openapi_docs import answer, record_of
 from serve.responses import json_answer
 
 Handler = Callable[[Request, SnapshotDep], Awaitable[Response]]
@@ -51,4 +53,5 @@ def add_document_routes(routers: dict[Family, APIRouter]) -> None:
             name=stream.sql,
             summary=stream.description + ("" if not stream.open_access else " (no key)"),
             dependencies=[] if stream.open_access else [Depends(require_key)],
+            responses=answer(schemas.document(record_of(stream), stream.records_in_text)),
         )

@@ -20,14 +20,9 @@ from ductwork.contract import paths
 from ductwork.contract.errors import JSON, PROBLEM_JSON
 from ductwork.contract.leads import LEAD_LIST_FIELDS
 from ductwork.contract.params import MAX_COUNT, MAX_INTEGER, REL_TYPES
-from ductwork.streams.registry import (
-    CONTRACTORS,
-    INDOOR_MODELS,
-    MANUALS,
-    PAIRINGS,
-    STREAMS,
-    SUBMITTALS,
-)
+from ductwork.streams.model import Stream
+from ductwork.streams.registry import STREAMS
+from ductwork.upstream.schema_drift import RecordShape
 from serve import openapi_schemas as schemas
 from serve.deps import require_ops
 
@@ -101,41 +96,16 @@ PARAMETER_SCHEMAS: dict[str, Schema] = {
     "fields": {"type": "string", "pattern": _fields_pattern()},
 }
 
-# Rules between parameters, which OpenAPI 3.1 cannot state: written where a reader looks.
-RULES: dict[str, str] = {
-    SUBMITTALS.path: (
-        "At least one of `idu` and `odu` is required (an empty value counts as absent): "
-        "neither is a 400. Unknown combination: 404 with `data: {}`."
-    ),
-    paths.LEADS: (
-        '`cursorCreatedDate` and `cursorId` come together, meaning "after the lead with this '
-        '(CreatedDate, Id)": only one of them is a 400.'
-    ),
-}
+
+def answer(schema: Schema, description: str = "The answer.") -> dict[int | str, Any]:
+    """A route's ``responses`` entry for its 200 answer, whose body it builds from bytes (so
+    FastAPI cannot infer the schema)."""
+    return {200: {"description": description, "content": {JSON: {"schema": schema}}}}
 
 
-def _answers() -> dict[str, Schema]:
-    """The 200 body of each documented path."""
-    answers = {
-        paths.PRODUCTS_LIST: schemas.product_list(schemas.CATALOG_ITEM),
-        paths.UNITS_RESOLVER + "/{sku}": schemas.lookup(schemas.UNIT),
-        PAIRINGS.path: schemas.PAIRING_LIST,
-        PAIRINGS.path + "/{relationship_id}": schemas.lookup(schemas.PAIRING),
-        paths.WAREHOUSE_DIGITAL_ASSETS: schemas.ASSET_LIST,
-        SUBMITTALS.path: schemas.lookup(schemas.SUBMITTAL),
-        paths.LEADS: schemas.lookup({"type": "array", "items": schemas.LEAD_ITEM}),
-        paths.LEADS + "/{lead_id}": schemas.LEAD_DETAIL,
-        CONTRACTORS.path: schemas.CONTRACTORS,
-        INDOOR_MODELS.path: schemas.INTERNAL_LIST_OF["indoor"],
-        MANUALS.path: schemas.INTERNAL_LIST_OF["manuals"],
-        paths.PIM_IMAGE_SYNC: schemas.JOB_STARTED,
-        "/healthz": schemas.HEALTH,
-        "/readyz": schemas.READY,
-    }
-    for slug in paths.UNIT_SLUGS:
-        answers[paths.unit_path(slug)] = schemas.product_list(schemas.UNIT)
-        answers[paths.unit_path(slug) + "/{sku}"] = schemas.lookup(schemas.UNIT)
-    return answers
+def record_of(stream: Stream, shape: RecordShape | None = None) -> Schema:
+    """The schema of a stream's record (or of another shape it serves, e.g. a list item)."""
+    return schemas.record(shape or stream.shape, f"{stream.description} As received.")
 
 
 def _needs_key(path: str, public_docs: bool) -> bool:
@@ -149,7 +119,6 @@ def build_document(app: FastAPI, public_docs: bool) -> Schema:
     document = get_openapi(
         title=app.title, version=app.version, summary=app.summary, routes=app.routes
     )
-    answers = _answers()
     for path, path_item in document["paths"].items():
         for operation in path_item.values():
             responses = operation.setdefault("responses", {})
@@ -158,10 +127,6 @@ def build_document(app: FastAPI, public_docs: bool) -> Schema:
                 known = PARAMETER_SCHEMAS.get(parameter["name"])
                 if known is not None:
                     parameter["schema"] = known
-            if path in RULES:
-                operation["description"] = RULES[path]
-            if path in answers:
-                responses["200"]["content"] = {JSON: {"schema": answers[path]}}
             if path == "/readyz":
                 responses["503"]["content"] = {JSON: {"schema": schemas.READY}}
             if _needs_key(path, public_docs):

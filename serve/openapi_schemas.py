@@ -12,6 +12,7 @@ from typing import Any
 
 from ductwork.contract.errors import ErrorCode
 from ductwork.contract.params import MAX_COUNT, MAX_INTEGER
+from ductwork.upstream.schema_drift import RecordShape
 
 Schema = dict[str, Any]
 
@@ -20,13 +21,21 @@ _FALSE: Schema = {"type": "boolean", "const": False}
 _NO_ERRORS: Schema = {"type": "array", "maxItems": 0}
 
 
-def record(description: str, key: str | None = None, **members: str) -> Schema:
-    """An upstream record as received: an object, with ``key`` present when given."""
-    schema: Schema = {
-        "type": "object",
-        "description": description,
-        "properties": {name: {"description": text} for name, text in members.items()},
-    }
+_JSON_TYPES = {
+    str: "string", int: "integer", float: "number", bool: "boolean", dict: "object",
+    list: "array", type(None): "null",
+}  # fmt: skip
+
+
+def record(shape: RecordShape, description: str, key: str | None = None) -> Schema:
+    """A record as received: an object whose members the shape names (described, not
+    constrained), with ``key`` present when given."""
+    properties = {}
+    for member, kinds in shape.typed_members:
+        note = shape.notes.get(member)
+        types = " or ".join(sorted(_JSON_TYPES.get(kind, kind.__name__) for kind in kinds))
+        properties[member] = {"description": note or f"As received ({types})."}
+    schema: Schema = {"type": "object", "description": description, "properties": properties}
     if key is not None:
         schema["required"] = [key]
     return schema
@@ -40,85 +49,6 @@ PAGINATION: Schema = {
         "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
         "totalItems": {"type": "integer", "minimum": 0},
         "totalPages": {"type": "integer", "minimum": 0},
-    },
-}
-
-CATALOG_ITEM = record(
-    "A catalog entry as received.",
-    "sku",
-    sku="SKU (string).",
-    srn="Service reference number (string).",
-    type="Route slug of the product's type.",
-    _links="`{self: {href}}`: the record's path.",
-)
-UNIT = record(
-    "A unit record as received; each type adds members of its own in `specifications`.",
-    "sku",
-    sku="SKU (string).",
-    srn="Service reference number (string).",
-    brand="Brand; the `brand` filter matches it exactly, ignoring case.",
-    category="`INDOOR` or `OUTDOOR`.",
-    subcategory="e.g. `Wall Mounted`, `Ducted`, `Branch Box`.",
-    series="`{name}`; the `series.name` filter matches it.",
-    family="`{name}`; the `family.name` filter matches it.",
-    status="`Active` or `Discontinued`.",
-    specifications="Free-form object.",
-    performance="Capacities and efficiencies, or null.",
-    compatibility="`{compatibleSkus: [string]}`.",
-    images="`[{url, kind, width, height}]`.",
-    updatedAt="Date-time.",
-    _links="`{self: {href}}`: the record's path.",
-)
-PAIRING = record(
-    "A pairing as received.",
-    "relationshipId",
-    relationshipId="Integer id.",
-    relType="`Pairing`, `Standalone` or `Combinations`.",
-    products="Up to three `{position, sku, srn, type, _links}`.",
-    updatedAt="Date-time.",
-)
-ASSET = record(
-    "A warehouse digital asset as received.",
-    "assetId",
-    assetId="Id (string).",
-    sku="SKU or null.",
-    assetType="`Manual`, `Brochure`, `Spec Sheet`, `Submittal`, `Image` or `Video`.",
-    updatedAt="Date-time; the list's order and the `updatedAfter` filter use it.",
-)
-SUBMITTAL = record(
-    "A submittal as received.",
-    None,
-    idu="Indoor unit SRN.",
-    odu="Outdoor unit SRN.",
-    ahriNumber="AHRI certificate number.",
-    documentUrl="Link to the document.",
-    systemPerformance="Object.",
-)
-LEAD_ITEM = record(
-    "A lead list item as received, or its projection by `fields` (`Id` and `CreatedDate` "
-    "always kept).",
-    "Id",
-    Id="Lead id.",
-    CreatedDate="Date-time; the list's order and cursor use it.",
-)
-LEAD_DETAIL = record("The lead detail object as received (no envelope).", "id", id="Lead id.")
-INDOOR_MODEL = record(
-    "An indoor model as received.",
-    None,
-    model="Model name.",
-    sku="SKU.",
-    capacityBtuh="Capacity in BTU/h.",
-)
-MANUAL: Schema = {
-    "type": "object",
-    "required": ["key", "url", "sizeBytes", "lastModified", "etag", "contentType"],
-    "properties": {
-        "key": {"type": "string"},
-        "url": {"type": "string"},
-        "sizeBytes": {"type": "integer", "minimum": 0},
-        "lastModified": {"type": "string"},
-        "etag": {"type": "string"},
-        "contentType": {"type": ["string", "null"]},
     },
 }
 
@@ -146,47 +76,59 @@ def lookup(data: Schema) -> Schema:
     }
 
 
-PAIRING_LIST = lookup(
-    {
-        "type": "object",
-        "required": ["pairings", "pagination"],
-        "properties": {"pairings": {"type": "array", "items": PAIRING}, "pagination": PAGINATION},
-    }
-)
-ASSET_LIST: Schema = {
-    "type": "object",
-    "required": ["success", "data", "errors", "pagination", "filters"],
-    "properties": {
-        "success": _TRUE,
-        "data": {"type": "array", "items": ASSET},
-        "errors": _NO_ERRORS,
-        "pagination": PAGINATION,
-        "filters": {
+def nested_list(member: str, item: Schema) -> Schema:
+    """An APIResponseV3 list: the records in ``data``'s ``member``, the pagination beside."""
+    return lookup(
+        {
             "type": "object",
-            "required": ["updatedAfter"],
-            "properties": {"updatedAfter": {"type": ["string", "null"]}},
+            "required": [member, "pagination"],
+            "properties": {member: {"type": "array", "items": item}, "pagination": PAGINATION},
+        }
+    )
+
+
+def warehouse_list(item: Schema) -> Schema:
+    """A warehouse list page, with the filters it applied."""
+    return {
+        "type": "object",
+        "required": ["success", "data", "errors", "pagination", "filters"],
+        "properties": {
+            "success": _TRUE,
+            "data": {"type": "array", "items": item},
+            "errors": _NO_ERRORS,
+            "pagination": PAGINATION,
+            "filters": {
+                "type": "object",
+                "required": ["updatedAfter"],
+                "properties": {"updatedAfter": {"type": ["string", "null"]}},
+            },
         },
-    },
-}
-CONTRACTORS = record(
-    "The upstream's answer as received.",
-    None,
-    success="Boolean.",
-    message="String.",
-    data="A JSON text of the contractors with their reviews, or null.",
-)
-INTERNAL_LIST_OF = {
-    "indoor": {
+    }
+
+
+def document(item: Schema, data_as_text: bool) -> Schema:
+    """A document stream's answer: ``{success, data: [record]}``, or, when the upstream sends
+    its records as a JSON text, ``{success, message, data: text or null}``."""
+    if data_as_text:
+        return {
+            "type": "object",
+            "required": ["success", "data"],
+            "properties": {
+                "success": _TRUE,
+                "message": {"type": "string"},
+                "data": {
+                    "type": ["string", "null"],
+                    "description": "A JSON text of the records: " + item.get("description", ""),
+                },
+            },
+        }
+    return {
         "type": "object",
         "required": ["success", "data"],
-        "properties": {"success": _TRUE, "data": {"type": "array", "items": INDOOR_MODEL}},
-    },
-    "manuals": {
-        "type": "object",
-        "required": ["success", "data"],
-        "properties": {"success": _TRUE, "data": {"type": "array", "items": MANUAL}},
-    },
-}
+        "properties": {"success": _TRUE, "data": {"type": "array", "items": item}},
+    }
+
+
 JOB_STARTED: Schema = {
     "type": "object",
     "required": ["success", "jobId", "status", "startedAt"],

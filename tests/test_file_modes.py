@@ -1,6 +1,6 @@
 """The data folder after real commands (``sync``, ``keys create`` and ``serve`` answering
-requests): nothing in it readable by other local users, or by one named group only; a folder an
-earlier release left readable is tightened."""
+requests): nothing in it readable by other local users, or by one named group only; a folder left
+readable is tightened."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_the_whole_folder_is_walked_once_per_rule_then_only_its_top(tmp_path: Pa
     pointer = tmp_path / "snapshots" / "CURRENT"
     pointer.parent.mkdir()
     pointer.write_text("x", encoding="utf-8")
-    # As an earlier release left them, whatever this process's own mask is.
+    # As a copy or a hand-made folder leaves them, whatever this process's own mask is.
     for made in (deep, pointer):
         made.chmod(0o644)
     for folder in (*deep.parents[:3], pointer.parent):

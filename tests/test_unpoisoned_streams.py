@@ -127,7 +127,7 @@ def test_bookmarks_saved_in_the_upstreams_own_forms_resume_and_are_saved_canonic
     saved = _bookmarks(tmp_path)
     lead_at = parse_datetime(saved[LEAD_ASSET]["CreatedDate"])
     asset_at = parse_datetime(saved[ASSET_ASSET]["updatedAt"])
-    # As an earlier release stored them: the instants exactly as the upstream wrote them.
+    # Saved in the upstream's own forms: the instants exactly as the upstream wrote them.
     saved[LEAD_ASSET]["CreatedDate"] = lead_at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+0000"
     west = timezone(timedelta(hours=-8))
     saved[ASSET_ASSET]["updatedAt"] = asset_at.astimezone(west).isoformat()

@@ -83,3 +83,8 @@ def dumps(value: Any) -> bytes:
 def loads(data: bytes | str) -> Any:
     """Parse JSON bytes or text."""
     return orjson.loads(data)
+
+
+def object_url(endpoint_url: str, bucket: str, key: str) -> str:
+    """Path-style URL ``<endpoint>/<bucket>/<key>``, the key percent-encoded except ``/``."""
+    return f"{endpoint_url.rstrip('/')}/{bucket}/{quote(key, safe='/')}"

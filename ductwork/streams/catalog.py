@@ -27,6 +27,12 @@ PAIRINGS_LIST = f"{paths.PRODUCTS_PREFIX}/pairings"
 
 CATALOG_ITEM_RECORD = RecordShape(
     required={"sku": str, "srn": str, "type": str, "_links": LINKS},
+    notes={
+        "sku": "SKU (string).",
+        "srn": "Service reference number (string).",
+        "type": "Route slug of the product's type.",
+        "_links": "`{self: {href}}`: the record's path.",
+    },
 )
 UNIT_RECORD = RecordShape(
     required={
@@ -36,9 +42,31 @@ UNIT_RECORD = RecordShape(
         "images": list, "updatedAt": str, "_links": LINKS,
     },
     optional={"x-legacyCode": (str, NULL)},
+    notes={
+        "sku": "SKU (string).",
+        "srn": "Service reference number (string).",
+        "brand": "Brand; the `brand` filter matches it exactly, ignoring case.",
+        "category": "`INDOOR` or `OUTDOOR`.",
+        "subcategory": "e.g. `Wall Mounted`, `Ducted`, `Branch Box`.",
+        "series": "`{name}`; the `series.name` filter matches it.",
+        "family": "`{name}`; the `family.name` filter matches it.",
+        "status": "`Active` or `Discontinued`.",
+        "specifications": "Free-form object; each type adds members of its own.",
+        "performance": "Capacities and efficiencies, or null.",
+        "compatibility": "`{compatibleSkus: [string]}`.",
+        "images": "`[{url, kind, width, height}]`.",
+        "updatedAt": "Date-time.",
+        "_links": "`{self: {href}}`: the record's path.",
+    },
 )  # fmt: skip
 PAIRING_RECORD = RecordShape(
     required={"relationshipId": int, "relType": str, "products": list, "updatedAt": str},
+    notes={
+        "relationshipId": "Integer id.",
+        "relType": "`Pairing`, `Standalone` or `Combinations`.",
+        "products": "Up to three `{position, sku, srn, type, _links}`.",
+        "updatedAt": "Date-time.",
+    },
 )
 
 CATALOG_ITEM_COLUMNS = Columns(

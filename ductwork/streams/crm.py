@@ -23,6 +23,10 @@ LEAD_RECORD = RecordShape(
     },
     # The upstream leaves these out of some leads.
     optional={"marketing_term__c": str, "utm_advertising_campaign__c": str},
+    notes={
+        "Id": "Lead id.",
+        "CreatedDate": "Date-time; the list's order and cursor use it.",
+    },
 )  # fmt: skip
 LEAD_DETAIL_RECORD = RecordShape(
     required={
@@ -35,6 +39,7 @@ LEAD_DETAIL_RECORD = RecordShape(
         "Auto_Assign_Contractors__c": bool, "Rooms__c": str,
         "When_Are_You_Planning_to_Purchase__c": str, "RecordTypeId": str,
     },
+    notes={"id": "Lead id."},
 )  # fmt: skip
 
 LEAD_COLUMNS = Columns(

@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import itertools
 from datetime import UTC, datetime
 from typing import Any
 
 from ductwork.contract import paths
-from ductwork.contract.encoding import dumps, loads
-from ductwork.contract.manuals import MANUALS_PREFIX, manual_item
+from ductwork.contract.encoding import dumps, format_datetime, loads
 from ductwork.contract.paths import Family
 from ductwork.streams.model import NIGHTLY, Serving, Step, Stream, Table
 from ductwork.sync.bucket_listing import BucketListing
-from ductwork.sync.documents import Document
+from ductwork.sync.documents import Document, one_row_each
 from ductwork.upstream.schema_drift import NULL, NUMBER, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import (
@@ -33,10 +31,29 @@ CONTRACTOR_RECORD = RecordShape(
         "contractorId": str, "name": str, "city": str, "state": str, "rating": NUMBER,
         "reviews": list,
     },
+    notes={"reviews": "`[{reviewId, rating, text, createdAt}]`."},
 )  # fmt: skip
 INDOOR_MODEL_RECORD = RecordShape(
     required={"model": str, "sku": str, "series": str, "family": str, "capacityBtuh": NUMBER},
+    notes={"model": "Model name.", "sku": "SKU.", "capacityBtuh": "Capacity in BTU/h."},
 )
+MANUALS_PREFIX = "manuals/"  # what the listing lists: objects whose key starts with it
+
+
+def manual_item(
+    key: str, url: str, size: int, last_modified: datetime, etag: str, content_type: str | None
+) -> dict[str, Any]:
+    """One listing item, in the contract's member order and forms."""
+    return {
+        "key": key,
+        "url": url,
+        "sizeBytes": size,
+        "lastModified": format_datetime(last_modified),
+        "etag": etag.strip('"'),
+        "contentType": content_type,
+    }
+
+
 MANUAL_RECORD = RecordShape(
     required={
         "key": str, "url": str, "sizeBytes": int, "lastModified": str, "etag": str,
@@ -132,20 +149,15 @@ def contractor_tables(
     ]
 
 
-def indoor_model_tables(
-    body: bytes, models: list[Record], problem: str | None
-) -> list[Replacement]:
-    """The indoor models in the upstream's order, numbered."""
-    ordinals = itertools.count()
-    row = lambda m: {  # noqa: E731
-        "ordinal": next(ordinals),
-        "model": text_or_none(m.get("model")),
-        "sku": text_or_none(m.get("sku")),
-        "series": text_or_none(m.get("series")),
-        "family": text_or_none(m.get("family")),
-        "capacity_btuh": _number(m.get("capacityBtuh")),
+def indoor_model_row(model: Record) -> dict[str, Any]:
+    """Typed columns of an indoor model."""
+    return {
+        "model": text_or_none(model.get("model")),
+        "sku": text_or_none(model.get("sku")),
+        "series": text_or_none(model.get("series")),
+        "family": text_or_none(model.get("family")),
+        "capacity_btuh": _number(model.get("capacityBtuh")),
     }
-    return [Replacement(INDOOR_MODEL_TABLE, rows_table(models, row, INDOOR_MODEL_COLUMNS))]
 
 
 CONTRACTORS = Stream(
@@ -175,6 +187,7 @@ CONTRACTORS = Stream(
         ),
     ),
     serving=Serving.DOCUMENT,
+    records_in_text=True,
 )
 
 INDOOR_MODELS = Stream(
@@ -193,7 +206,7 @@ INDOOR_MODELS = Stream(
             ),
             reader=Document(
                 INDOOR_MODELS_PATH,
-                indoor_model_tables,
+                one_row_each(INDOOR_MODEL_TABLE, INDOOR_MODEL_COLUMNS, indoor_model_row),
                 INDOOR_MODEL_RECORD,
                 auth=False,
             ),

@@ -147,6 +147,7 @@ class Stream:
     steps: tuple[Step, ...]
     serving: Serving
     open_access: bool = False  # served without a key (the spec declares no Authorization)
+    records_in_text: bool = False  # the answer's ``data`` holds the records as a JSON text
 
     @property
     def sql(self) -> str:

@@ -23,11 +23,23 @@ DIGITAL_ASSET_RECORD = RecordShape(
         "mimeType": str, "language": (str, NULL), "fileSizeBytes": int, "createdAt": str,
         "updatedAt": str,
     },
+    notes={
+        "assetId": "Id (string).",
+        "sku": "SKU or null.",
+        "assetType": "`Manual`, `Brochure`, `Spec Sheet`, `Submittal`, `Image` or `Video`.",
+        "updatedAt": "Date-time; the list's order and the `updatedAfter` filter use it.",
+    },
 )  # fmt: skip
 SUBMITTAL_RECORD = RecordShape(
     required={
         "idu": (str, NULL), "odu": (str, NULL), "ahriNumber": (str, NULL), "documentUrl": str,
         "systemPerformance": dict, "updatedAt": str,
+    },
+    notes={
+        "idu": "Indoor unit SRN.",
+        "odu": "Outdoor unit SRN.",
+        "ahriNumber": "AHRI certificate number.",
+        "documentUrl": "Link to the document.",
     },
 )  # fmt: skip
 

@@ -7,23 +7,40 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ductwork.streams.model import Step
+from ductwork.streams.model import Step, Table
 from ductwork.sync.context import StepResult, SyncContext, fetch
 from ductwork.upstream.list_reader import bodies_digest
 from ductwork.upstream.schema_drift import RecordShape
+from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import (
     Facts,
     ListContent,
     Record,
     Replacement,
+    RowOf,
     no_facts,
     replace_rows,
+    rows_table,
 )
 
 # The records of an answer, and why its records could not be read (None: they could).
 Parse = Callable[[Any], tuple[list[Record], str | None]]
 # The replacements that store an answer: its raw body, its records, why they could not be read.
 Write = Callable[[bytes, list[Record], str | None], list[Replacement]]
+
+
+def one_row_each(table: Table, columns: Columns, row: RowOf) -> Write:
+    """How most such answers are stored: one row of ``columns`` per record in ``table``, in
+    place of the rows stored before. Each row also gets ``ordinal``, the record's position in
+    the answer (from 0), so that the stream's ``served`` statement can answer in the
+    upstream's order."""
+
+    def write(body: bytes, records: list[Record], problem: str | None) -> list[Replacement]:
+        positions = iter(range(len(records)))
+        numbered = rows_table(records, lambda r: {**row(r), "ordinal": next(positions)}, columns)
+        return [Replacement(table, numbered)]
+
+    return write
 
 
 def data_list(document: Any) -> tuple[list[Record], str | None]:

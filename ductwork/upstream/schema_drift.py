@@ -24,10 +24,13 @@ NUMBER = (int, float)
 
 @dataclass(frozen=True)
 class RecordShape:
-    """The members a record type is known to have, each with its JSON type(s)."""
+    """The members a record type is known to have, each with its JSON type(s), and notes on
+    what some of them mean."""
 
     required: Mapping[str, JsonType]
     optional: Mapping[str, JsonType] = field(default_factory=dict)
+    # What some members mean, for the read API's documentation.
+    notes: Mapping[str, str] = field(default_factory=dict)
 
     # Worked out once per shape: the count runs on every record of every sync.
     @cached_property

@@ -10,9 +10,11 @@ from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import dumps, epoch_micros, loads
 from ductwork.contract.errors import cursor_incomplete, record_not_found
 from ductwork.contract.leads import read_fields
+from ductwork.streams.crm import LEAD_RECORD
 from ductwork.streams.registry import LEADS
+from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep, require_key
-from serve.openapi_docs import PROBLEM_ERRORS
+from serve.openapi_docs import PROBLEM_ERRORS, answer, record_of
 from serve.responses import json_answer
 from warehouse_sql import stream_section
 
@@ -26,7 +28,19 @@ router = APIRouter(
 DETAIL_SQL = stream_section(LEADS.sql, "served_detail")
 
 
-@router.get("/leads", summary="Leads by (CreatedDate, Id), cursor-paged")
+@router.get(
+    "/leads",
+    summary="Leads by (CreatedDate, Id), cursor-paged",
+    description=(
+        '`cursorCreatedDate` and `cursorId` come together, meaning "after the lead with this '
+        '(CreatedDate, Id)": only one of them is a 400.'
+    ),
+    responses=answer(
+        schemas.lookup({"type": "array", "items": record_of(LEADS, LEAD_RECORD)}),
+        "Lead list items as received, or their projection by `fields` (`Id` and "
+        "`CreatedDate` always kept).",
+    ),
+)
 async def list_leads(
     request: Request,
     state: SnapshotDep,
@@ -56,7 +70,11 @@ def _project(record: bytes, keep: frozenset[str]) -> bytes:
     return dumps({k: v for k, v in loads(record).items() if k in keep})
 
 
-@router.get("/leads/{lead_id:path}", summary="One lead's details")
+@router.get(
+    "/leads/{lead_id:path}",
+    summary="One lead's details",
+    responses=answer(record_of(LEADS), "The lead detail object as received (no envelope)."),
+)
 def get_lead(request: Request, state: SnapshotDep, lead_id: str) -> Response:
     rows = state.reader.rows(DETAIL_SQL, [lead_id])
     if not rows:

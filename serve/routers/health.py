@@ -7,12 +7,14 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ductwork.contract.encoding import dumps
+from serve import openapi_schemas as schemas
 from serve.deps import require_ops
+from serve.openapi_docs import answer
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="The process answers")
+@router.get("/healthz", summary="The process answers", responses=answer(schemas.HEALTH))
 async def healthz() -> Response:
     return Response(content=b'{"status":"ok"}', media_type="application/json")
 
@@ -21,10 +23,11 @@ async def healthz() -> Response:
     "/readyz",
     summary="A snapshot is loaded; its version and age",
     responses={
+        **answer(schemas.READY),
         503: {
             "description": "No snapshot has been published yet (or, on a replica, fetched from "
             "the object store and loaded yet)."
-        }
+        },
     },
 )
 async def readyz(request: Request) -> Response:

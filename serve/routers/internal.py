@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Request, Response
 from ductwork.contract import paths
 from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
+from serve import openapi_schemas as schemas
 from serve.deps import require_key
 from serve.job_trigger import Cooling, QueueUnavailable, start_job
-from serve.openapi_docs import PROBLEM_ERRORS
+from serve.openapi_docs import PROBLEM_ERRORS, answer
 
 # No key required by the router itself: a stream the spec declares open is served without one.
 router = APIRouter(
@@ -24,7 +25,12 @@ KeyRequired = [Depends(require_key)]
 log = logging.getLogger("ductwork.serve")
 
 
-@router.get("/jobs/pim-image-sync", dependencies=KeyRequired, summary="Start the image sync")
+@router.get(
+    "/jobs/pim-image-sync",
+    dependencies=KeyRequired,
+    summary="Start the image sync",
+    responses=answer(schemas.JOB_STARTED),
+)
 def pim_image_sync(request: Request) -> Response:
     config = request.app.state.config
     try:

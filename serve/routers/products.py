@@ -14,9 +14,12 @@ from ductwork.contract.errors import (
     unit_not_found,
     unknown_category,
 )
+from ductwork.streams.catalog import CATALOG_ITEM_RECORD
+from ductwork.streams.registry import PAIRINGS, PRODUCTS
+from serve import openapi_schemas as schemas
 from serve.catalog_index import UNIT_FILTERS
 from serve.deps import SnapshotDep, require_key
-from serve.openapi_docs import PRODUCT_ERRORS
+from serve.openapi_docs import PRODUCT_ERRORS, answer, record_of
 from serve.responses import json_answer
 
 router = APIRouter(
@@ -26,11 +29,17 @@ router = APIRouter(
     responses=PRODUCT_ERRORS,
 )
 
+UNIT_LIST = answer(schemas.product_list(record_of(PRODUCTS)))
+UNIT_LOOKUP = answer(schemas.lookup(record_of(PRODUCTS)))
 CountQ = Annotated[str | None, Query(description="Page size, 1 to 1000 (default 100).")]
 PageQ = Annotated[str | None, Query(description="Page number, from 1 (default 1).")]
 
 
-@router.get("/products", summary="All products (SKU, SRN, type, link), by SKU")
+@router.get(
+    "/products",
+    summary="All products (SKU, SRN, type, link), by SKU",
+    responses=answer(schemas.product_list(record_of(PRODUCTS, CATALOG_ITEM_RECORD))),
+)
 async def list_products(
     request: Request,
     state: SnapshotDep,
@@ -71,10 +80,12 @@ def _add_unit_routes(slug: str) -> None:
     router.add_api_route(
         f"/{slug}", list_units, methods=["GET"], name=f"list_{name}",
         summary=f"{slug} records, by SKU; filters match exactly, ignoring case",
+        responses=UNIT_LIST,
     )  # fmt: skip
     router.add_api_route(
         f"/{slug}/{{sku:path}}", get_unit, methods=["GET"], name=f"get_{name}",
         summary=f"One {slug} record by SKU (404 if unknown or of another type)",
+        responses=UNIT_LOOKUP,
     )  # fmt: skip
 
 
@@ -82,7 +93,11 @@ for _slug in paths.UNIT_SLUGS:
     _add_unit_routes(_slug)
 
 
-@router.get("/units/{sku:path}", summary="Any unit record by SKU, whatever its type")
+@router.get(
+    "/units/{sku:path}",
+    summary="Any unit record by SKU, whatever its type",
+    responses=UNIT_LOOKUP,
+)
 async def resolve_unit(request: Request, state: SnapshotDep, sku: str) -> Response:
     record = state.catalog.resolver.get(sku)
     if record is None:
@@ -90,7 +105,11 @@ async def resolve_unit(request: Request, state: SnapshotDep, sku: str) -> Respon
     return json_answer(request, state, product_lookup(record))
 
 
-@router.get("/pairings", summary="Pairings and relationships, by relationship id")
+@router.get(
+    "/pairings",
+    summary="Pairings and relationships, by relationship id",
+    responses=answer(schemas.nested_list("pairings", record_of(PAIRINGS))),
+)
 async def list_pairings(
     request: Request,
     state: SnapshotDep,
@@ -105,7 +124,11 @@ async def list_pairings(
     return json_answer(request, state, body)
 
 
-@router.get("/pairings/{relationship_id:path}", summary="One pairing by relationship id")
+@router.get(
+    "/pairings/{relationship_id:path}",
+    summary="One pairing by relationship id",
+    responses=answer(schemas.lookup(record_of(PAIRINGS))),
+)
 async def get_pairing(request: Request, state: SnapshotDep, relationship_id: str) -> Response:
     wanted = params.read_relationship_id(relationship_id)
     record = state.catalog.pairing(wanted)

@@ -11,9 +11,10 @@ from ductwork.contract import envelopes, params, paths
 from ductwork.contract.encoding import epoch_micros, format_datetime
 from ductwork.contract.errors import lookup_not_found, lookup_params_missing
 from ductwork.streams.registry import DIGITAL_ASSETS, SUBMITTALS
+from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep, require_key
 from serve.live_snapshot import ServingState
-from serve.openapi_docs import WAREHOUSE_ERRORS
+from serve.openapi_docs import WAREHOUSE_ERRORS, answer, record_of
 from serve.responses import json_answer
 
 router = APIRouter(
@@ -24,7 +25,11 @@ router = APIRouter(
 )
 
 
-@router.get("/digital-assets", summary="Digital assets by (updatedAt, assetId)")
+@router.get(
+    "/digital-assets",
+    summary="Digital assets by (updatedAt, assetId)",
+    responses=answer(schemas.warehouse_list(record_of(DIGITAL_ASSETS))),
+)
 async def list_digital_assets(
     request: Request,
     state: SnapshotDep,
@@ -56,7 +61,15 @@ async def digital_assets_page(
     )
 
 
-@router.get("/submittal-data", summary="Submittal data for an indoor and/or outdoor SRN")
+@router.get(
+    "/submittal-data",
+    summary="Submittal data for an indoor and/or outdoor SRN",
+    description=(
+        "At least one of `idu` and `odu` is required (an empty value counts as absent): "
+        "neither is a 400. Unknown combination: 404 with `data: {}`."
+    ),
+    responses=answer(schemas.lookup(record_of(SUBMITTALS))),
+)
 def submittal_data(
     request: Request,
     state: SnapshotDep,

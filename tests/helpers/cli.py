@@ -20,10 +20,13 @@ from tests.conftest import ObjectStoreServer
 ROOT = Path(__file__).parent.parent.parent  # the repository
 
 
-def ductwork(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+def ductwork(
+    *args: str, env: dict[str, str], timeout: float = 600, root: Path = ROOT
+) -> subprocess.CompletedProcess:
+    """``ductwork ARGS`` as a process, run from the checkout at ``root``."""
     return subprocess.run(
         [sys.executable, "-m", "pipelines.cli", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
@@ -54,15 +57,15 @@ def read_lines(stream: object, into: queue.Queue[str]) -> None:
 
 
 @contextmanager
-def dagster_dev(env: dict[str, str], start_limit_s: float) -> Iterator[str]:
-    """``ductwork dev`` (webserver and daemon) on a free loopback port; its URL once it
-    answers. It runs in a session of its own, stopped whole on leaving."""
+def dagster_dev(env: dict[str, str], start_limit_s: float, root: Path = ROOT) -> Iterator[str]:
+    """``ductwork dev`` (webserver and daemon) of the checkout at ``root`` on a free loopback
+    port; its URL once it answers. It runs in a session of its own, stopped whole on leaving."""
     with free_socket() as sock:
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", "dev", "--port", str(port)],
-        cwd=ROOT, env=env, start_new_session=True,
+        cwd=root, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
