@@ -36,7 +36,7 @@ import duckdb
 from ductwork import file_modes
 from ductwork.streams.registry import numbered_lists
 from ductwork.warehouse.schema import snapshot_sql
-from warehouse_sql import quote_identifier, read_sql
+from warehouse_sql import fill, quote_identifier, read_sql, section
 
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
@@ -368,11 +368,9 @@ def _row_id_extents(con: duckdb.DuckDBPyConnection, database: str) -> list[tuple
     lower rowid, order kept. The last row then moves too, so an unchanged last rowid means
     that no row the numbered lists point at has moved.
     """
-    schema = quote_identifier(database)
+    statement = section("tables", "last_rowid")
     return [
-        con.execute(
-            f"SELECT max(rowid), count(*) FROM {schema}.{quote_identifier(base)}"
-        ).fetchall()[0]
+        con.execute(fill(statement, database=database, table=base)).fetchall()[0]
         for base in numbered_lists().values()
     ]
 

@@ -28,7 +28,7 @@ from ductwork.settings import S3Settings, load
 from ductwork.snapshot_store import StoreLocation
 from pipelines.analyst_sql import sandboxed
 from pipelines.snapshot_catalog import Relation, describe
-from warehouse_sql import quote_identifier
+from warehouse_sql import fill, section
 
 MANIFEST = "manifest.json"
 DATA_FILE = "data.parquet"
@@ -39,7 +39,8 @@ def export_relation(
     con: duckdb.DuckDBPyConnection, relation: Relation, folder: Folder, force: bool = False
 ) -> None:
     """Stream one table or view into ``<name>/data.parquet`` in ``folder``."""
-    reader = con.sql(f"SELECT * FROM {quote_identifier(relation.name)}").to_arrow_reader(BATCH_ROWS)
+    every_row = fill(section("tables", "every_row"), table=relation.name)
+    reader = con.sql(every_row).to_arrow_reader(BATCH_ROWS)
     with (
         folder.subfolder(relation.name, force) as target,
         target.new_file(DATA_FILE, force) as sink,

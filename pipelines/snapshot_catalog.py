@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse_sql import quote_identifier, read_sql
+from warehouse_sql import fill, read_sql, section
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,6 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[Relation]:
                 read_sql("dictionary_columns"), [name]
             ).fetchall()
         )
-        rows = con.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchall()[0][0]
+        rows = con.execute(fill(section("tables", "count"), table=name)).fetchall()[0][0]
         found.append(Relation(name, kind, comment or None, columns, rows))
     return found

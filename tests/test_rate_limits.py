@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from ductwork.contract import paths
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
-from ductwork.streams.registry import INDOOR_MODELS
+from ductwork.streams.registry import DIGITAL_ASSETS, INDOOR_MODELS
 from sandbox.local_server import free_socket, serving
 from serve.app import create_app
 from serve.record_file import RecordFile
@@ -119,7 +119,7 @@ class CountingReads:
 
 
 def test_a_request_over_the_limit_reads_no_record(strict_app: InProcessApi) -> None:
-    assets = strict_app.app.state.live.get().digital_assets
+    assets = strict_app.app.state.live.get().lists[DIGITAL_ASSETS.name]
     assert assets.whole is not None
     assets.whole = reads = CountingReads(assets.whole)
     calls_until_refused(f"{strict_app.url}{paths.PRODUCTS_LIST}?count=1", strict_app.key, 200)

@@ -11,11 +11,11 @@ import duckdb
 import pytest
 from dagster_duckdb import DuckDBResource
 
-import warehouse_sql
 from assets.resources import open_warehouse
 from ductwork import snapshots
 from ductwork.keys import KeyFile
 from ductwork.settings import SettingsError, SyncSettings, UpstreamSettings, load
+from ductwork.warehouse import schema as warehouse_schema
 from serve.live_snapshot import LiveSnapshot
 
 
@@ -48,7 +48,7 @@ def test_unknown_scope_is_refused(tmp_path: Path) -> None:
 def warehouse_with_a_pairing(path: Path, record: str = "{}") -> duckdb.DuckDBPyConnection:
     """A warehouse file at ``path`` with the schema and one pairing holding ``record``."""
     con = duckdb.connect(str(path))
-    con.execute(warehouse_sql.schema_sql())
+    con.execute(warehouse_schema.schema_sql())
     con.execute("INSERT INTO pairings VALUES (1, 'Pairing', now(), ?, now())", [record])
     return con
 
@@ -173,10 +173,10 @@ def test_a_new_release_of_the_publishing_sql_publishes_anew_with_unchanged_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    con.execute(warehouse_sql.schema_sql())
+    con.execute(warehouse_schema.schema_sql())
     first = snapshots.publish(con, tmp_path / "snapshots")
     assert not snapshots.publish(con, tmp_path / "snapshots").copied
-    released = warehouse_sql.snapshot_sql() + "\n-- a changed comment or view\n"
+    released = warehouse_schema.snapshot_sql() + "\n-- a changed comment or view\n"
     monkeypatch.setattr(snapshots, "snapshot_sql", lambda: released)
     again = snapshots.publish(con, tmp_path / "snapshots")
     assert again.copied and again.snapshot != first.snapshot

@@ -17,3 +17,12 @@ DELETE FROM {table} WHERE {column} = ?;
 -- name: insert
 -- The rows of the Arrow table registered as `{rows}`, matched to the table's columns by name.
 INSERT INTO {table} BY NAME SELECT * FROM {rows};
+
+-- name: every_row
+-- Every row of a table or view, as it is (exports).
+SELECT * FROM {table};
+
+-- name: last_rowid
+-- The last rowid and the row count of a table of the database `{database}` (a publish checks
+-- that its checkpoint moved no row a numbered list points at).
+SELECT max(rowid), count(*) FROM {database}.{table};
