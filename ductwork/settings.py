@@ -222,6 +222,13 @@ class ServeSettings(_Base):
         description="`1` serves /metrics, /docs, /redoc and /openapi.json to anyone; otherwise "
         "only to a key with the `ops` scope.",
     )
+    serve_head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a connection has to send a request's whole line and headers, from "
+        "its opening or its previous answer; then it is closed.",
+    )
     serve_pim_cooldown_s: float = Field(
         default=300.0, ge=0, description="Seconds before another pim-image-sync may start."
     )
