@@ -1,8 +1,10 @@
 """What one client can make ``ductwork serve`` hold: request heads are bounded in size and in
-time. Raw sockets against the server as operators start it."""
+time, and padded queries cannot fill the gzip cache. Raw sockets against the server as
+operators start it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,16 +18,22 @@ from ductwork.settings import HomeSettings
 from serve.request_heads import HEAD_LIMIT_BYTES
 from tests.conftest import home_with_published_snapshot
 from tests.helpers.raw_http import (
+    get_many,
     headers_of,
     request_bytes,
     seconds_until_closed,
     send_and_read,
+    session_rss_bytes,
     status_of,
 )
 from tests.helpers.serve_process import RunningApi, serving_process
 
 HEAD_TIMEOUT_S = 2.0
 ANSWER_LIMIT_S = 30.0
+PADDED_QUERIES = 12_000
+PADDING = 12_000  # characters of an unknown parameter's value: a request line under the limit
+GROWTH_LIMIT = 64 << 20
+LOAD_LIMIT_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -113,3 +121,29 @@ def test_an_idle_keep_alive_connection_is_closed_after_its_answer(served: Served
     request = request_bytes(served.api.url, f"{paths.PRODUCTS_LIST}?count=1", served.auth)
     waited = seconds_until_closed(served.api.url, request, b"", limit_s=HEAD_TIMEOUT_S + 10)
     assert waited <= HEAD_TIMEOUT_S + 3, waited
+
+
+def test_padded_gzip_queries_grow_the_servers_memory_by_under_64_mib(served: Served) -> None:
+    url = served.api.url
+    zipped = {**served.auth, "Accept-Encoding": "gzip"}
+    page = f"{paths.PRODUCTS_LIST}?count=10"
+    # Warm up the same routes with short unknown parameters, then measure.
+    warm = [request_bytes(url, f"{page}&w={n}", zipped) for n in range(1_000)]
+    padded = [
+        request_bytes(url, f"{page}&pad{n}=" + "x" * PADDING, zipped) for n in range(PADDED_QUERIES)
+    ]
+
+    async def load() -> tuple[list, int, list]:
+        warmed = await get_many(url, warm, connections=4)
+        before = session_rss_bytes(served.api.process.pid)
+        answers = await get_many(url, padded, connections=4)
+        return warmed, before, answers
+
+    warmed, before, answers = asyncio.run(asyncio.wait_for(load(), LOAD_LIMIT_S))
+    after = session_rss_bytes(served.api.process.pid)
+    assert len(answers) == PADDED_QUERIES and len(warmed) == len(warm)
+    assert {answer.status for answer in answers} == {200}
+    assert {answer.headers.get("content-encoding") for answer in answers} == {"gzip"}
+    growth = after - before
+    print(f"RSS of the server's processes: {before >> 20} MiB, then {growth / 2**20:+.1f} MiB")
+    assert growth < GROWTH_LIMIT, f"grew by {growth / 2**20:.1f} MiB (before {before >> 20} MiB)"
