@@ -34,9 +34,11 @@ def start_serve(
     workers: int,
     settings: dict[str, str] | None = None,
     stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
 ) -> RunningApi:
     """Start ``ductwork serve --workers N`` on a free port over ``home`` and wait until it is
-    ready. ``settings`` are extra ``DUCTWORK_*`` variables; ``stdout`` takes its access log.
+    ready. ``settings`` are extra ``DUCTWORK_*`` variables; ``stdout`` takes its access log,
+    ``stderr`` its other logs.
 
     Unless ``settings`` say otherwise, the per-key limit is high enough never to refuse."""
     sock = free_socket()
@@ -51,7 +53,7 @@ def start_serve(
     command = [sys.executable, "-m", "pipelines.cli", "serve"]
     process = subprocess.Popen(
         [*command, "--host", HOST, "--port", str(port), "--workers", str(workers)],
-        cwd=ROOT, env=env, start_new_session=True, stdout=stdout,
+        cwd=ROOT, env=env, start_new_session=True, stdout=stdout, stderr=stderr,
     )  # fmt: skip
     url = f"http://{HOST}:{port}"
     deadline = time.monotonic() + READY_LIMIT_S
@@ -83,9 +85,10 @@ def serving_process(
     workers: int,
     settings: dict[str, str] | None = None,
     stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
 ) -> Iterator[RunningApi]:
     """``start_serve`` for the block; stopped on leaving."""
-    api = start_serve(home, workers, settings, stdout)
+    api = start_serve(home, workers, settings, stdout, stderr)
     try:
         yield api
     finally:
