@@ -198,12 +198,21 @@ class ServeSettings(_Base):
     serve_port: int = Field(default=8080, description="Port the read API binds.")
     serve_workers: int = Field(default=2, ge=1, description="uvicorn worker processes.")
     serve_indoor_models_per_second: int = Field(
-        default=5, ge=1, description="Key-less indoor-models calls per client address per second."
+        default=5,
+        ge=1,
+        description="Key-less indoor-models calls per client address (IPv6: per /64) per second.",
     )
     serve_key_requests_per_second: int = Field(
         default=1000,
         ge=1,
-        description="Calls per API key per second (per process unless counted in Redis).",
+        description="Units per API key per second: a call, or a page per hundred records it "
+        "asks for (per process unless counted in Redis).",
+    )
+    serve_failed_requests_per_second: int = Field(
+        default=10,
+        ge=1,
+        description="401 answers, and 404s to requests without a valid key, per client address "
+        "(IPv6: per /64) per second; beyond it, 429 to every request from that address.",
     )
     rate_limit_url: str | None = Field(
         default=None,

@@ -18,6 +18,7 @@ from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
 from ductwork.keys import KeyStore
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
+from serve.failed_requests import FailedRequestLimit
 from serve.fast_answers import FastAnswers
 from serve.gzip_cache import CompressWhenAsked
 from serve.live_snapshot import LiveSnapshot
@@ -107,6 +108,7 @@ def create_app(
         counter, "indoor-models", serve.serve_indoor_models_per_second
     )
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
+    failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
     _install_error_handlers(app)
     for family in (products, warehouse, crm, internal):
         app.include_router(family.router)
@@ -124,6 +126,8 @@ def create_app(
     app.add_middleware(
         CompressWhenAsked, minimum_size=1024, cache_bytes=serve.serve_gzip_cache_mb << 20
     )
+    # Outside the gzip layer, so that a refused client costs as little as possible.
+    app.add_middleware(FailedRequestLimit, limit=failures)
     app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
     if serve.trusted_proxies:
         # Outermost, so the limits and the access log see the client a trusted proxy names.

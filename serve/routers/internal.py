@@ -12,6 +12,7 @@ from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
 from serve.deps import SnapshotDep, require_key
 from serve.job_trigger import Cooling, QueueUnavailable, start_job
 from serve.openapi_docs import PROBLEM_ERRORS
+from serve.rate_limit import client_of
 from serve.responses import json_answer
 
 router = APIRouter(
@@ -32,7 +33,7 @@ def contractors(request: Request, state: SnapshotDep) -> Response:
 
 @router.get("/products/indoor-models", summary="Indoor models (no key; rate limited per client)")
 async def indoor_models(request: Request, state: SnapshotDep) -> Response:
-    client = request.client.host if request.client else "unknown"
+    client = client_of(request.client.host if request.client else "unknown")
     wait = await request.app.state.indoor_models_limit.check(client)
     if wait is not None:
         raise rate_limited(wait)

@@ -40,7 +40,8 @@ def start_serve(
     ready. ``settings`` are extra ``DUCTWORK_*`` variables; ``stdout`` takes its access log,
     ``stderr`` its other logs.
 
-    Unless ``settings`` say otherwise, the per-key limit is high enough never to refuse."""
+    Unless ``settings`` say otherwise, the per-key limit and the limit of failed requests are
+    high enough never to refuse."""
     sock = free_socket()
     port = sock.getsockname()[1]
     sock.close()  # uvicorn binds it again; the kernel does not hand it out meanwhile in practice
@@ -48,6 +49,7 @@ def start_serve(
         **os.environ,
         "DUCTWORK_HOME": str(home),
         "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
+        "DUCTWORK_SERVE_FAILED_REQUESTS_PER_SECOND": "1000000",
         **(settings or {}),
     }
     command = [sys.executable, "-m", "pipelines.cli", "serve"]
