@@ -21,6 +21,7 @@ from ductwork.snapshot_store import SnapshotStore
 from serve.failed_requests import FailedRequestLimit
 from serve.fast_answers import FastAnswers
 from serve.gzip_cache import CompressWhenAsked
+from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
@@ -108,6 +109,7 @@ def create_app(
         counter, "indoor-models", serve.serve_indoor_models_per_second
     )
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
+    app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
     failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
     _install_error_handlers(app)
     for family in (products, warehouse, crm, internal):

@@ -10,7 +10,7 @@ from ductwork.contract import paths
 from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
 from serve.deps import SnapshotDep, require_key
-from serve.job_trigger import Cooling, QueueUnavailable, start_job
+from serve.job_trigger import Cooling, QueueUnavailable
 from serve.openapi_docs import PROBLEM_ERRORS
 from serve.rate_limit import client_of
 from serve.responses import json_answer
@@ -46,12 +46,9 @@ def manuals(request: Request, state: SnapshotDep) -> Response:
 
 
 @router.get("/jobs/pim-image-sync", dependencies=KeyRequired, summary="Start the image sync")
-def pim_image_sync(request: Request) -> Response:
-    config = request.app.state.config
+async def pim_image_sync(request: Request) -> Response:
     try:
-        outcome = start_job(
-            config.home.home, config.serve.serve_pim_cooldown_s, config.serve.dagster_url
-        )
+        outcome = await request.app.state.job_trigger.start()
     except QueueUnavailable as exc:
         raise ApiError(
             ErrorCode.UNAVAILABLE, f"The image sync could not be started: {exc}"
