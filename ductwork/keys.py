@@ -2,6 +2,11 @@
 
 A key is 32 random bytes, so a fast hash is enough: there is nothing to brute-force. Lookups
 go by hash and the final comparison is constant-time.
+
+The read API re-reads the key file when it changes on disk. A version it cannot read (not JSON,
+not a key file, unreadable) does not stop it: it keeps the keys it last read, logs the fault
+once for that version of the file, and reports it (``KeyFile.fault``) until a readable version
+replaces it. The commands that change the file refuse to write over a file they cannot read.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import uuid
@@ -37,6 +43,39 @@ GRANTABLE_SCOPES: tuple[str, ...] = (*SCOPES, OPS_SCOPE)
 # The word that grants every data scope when a key is created, said out loud.
 ALL_SCOPES = "all"
 KEY_PREFIX = "dwk_"
+# The members of a key record and the types each may hold.
+_RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "key_hash": (str,),
+    "scopes": (list,),
+    "created_at": (str,),
+    "revoked_at": (str, type(None)),
+}
+
+log = logging.getLogger("ductwork.keys")
+
+
+class KeyFileError(ValueError):
+    """The key file cannot be read as a key file; the message says why (never its content)."""
+
+
+@dataclass(frozen=True)
+class KeyFileFault:
+    """Why the key file on disk is not the one in use, since when, and what is used instead."""
+
+    reason: str
+    since: datetime
+    keys_read_at: datetime | None  # when the keys still in use were read; None: no keys
+
+    def describe(self) -> str:
+        """One line for an operator: the fault and what is served meanwhile."""
+        served = (
+            "no keys are accepted"
+            if self.keys_read_at is None
+            else f"the keys read at {self.keys_read_at.isoformat(timespec='seconds')} are used"
+        )
+        since = self.since.isoformat(timespec="seconds")
+        return f"the key file is {self.reason} (since {since}); {served}"
 
 
 @dataclass
@@ -73,11 +112,19 @@ class KeyFile:
     path: Path
     _by_hash: dict[str, ApiKey] = field(default_factory=dict)
     _stamp: tuple[int, int, int] | None = None
+    _read_at: datetime | None = None
+    _fault: KeyFileFault | None = None
 
     def entries(self) -> list[ApiKey]:
-        """Every key ever issued, revoked ones included."""
-        self._refresh()
+        """Every key ever issued, revoked ones included; KeyFileError if the file is unreadable."""
+        self._refresh(strict=True)
         return list(self._by_hash.values())
+
+    @property
+    def fault(self) -> KeyFileFault | None:
+        """Why the key file on disk is not the one in use (looked at now), or None."""
+        self._refresh(strict=False)
+        return self._fault
 
     def create(self, name: str, scopes: Sequence[str]) -> str:
         """Issue a key with ``scopes`` (``all``: every data scope); returns the key itself,
@@ -108,8 +155,9 @@ class KeyFile:
         return revoked
 
     def verify(self, key: str) -> ApiKey | None:
-        """The active key entry matching ``key``, or None."""
-        self._refresh()
+        """The active key entry matching ``key``, or None; from the keys last read when the
+        file on disk cannot be read."""
+        self._refresh(strict=False)
         digest = hash_key(key)
         entry = self._by_hash.get(digest)
         if entry is None or not entry.active or not hmac.compare_digest(entry.key_hash, digest):
@@ -126,23 +174,38 @@ class KeyFile:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._stamp = None  # whatever was read before the lock may be stale
-            self._refresh()
+            self._refresh(strict=True)
             yield
         finally:
             os.close(fd)  # closing the descriptor drops its lock
 
-    def _refresh(self) -> None:
+    def _refresh(self, strict: bool) -> None:
+        """Read the file again if it changed. A version that cannot be read raises
+        KeyFileError when ``strict``; otherwise the keys last read stay in use and the fault
+        is logged once for that version."""
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
-            self._by_hash, self._stamp = {}, None
+            self._by_hash, self._stamp, self._fault = {}, None, None
             return
         # Every save replaces the file, so its inode changes too, whatever the clock says.
         stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-        if stamp != self._stamp:
-            entries = [ApiKey(**item) for item in loads(self.path.read_bytes())["keys"]]
-            self._by_hash = {entry.key_hash: entry for entry in entries}
-            self._stamp = stamp
+        if stamp == self._stamp and (self._fault is None or not strict):
+            return
+        try:
+            entries = _read_key_file(self.path)
+        except KeyFileError as exc:
+            if strict:
+                raise
+            self._stamp = stamp  # not read again until it changes
+            since = datetime.now(UTC) if self._fault is None else self._fault.since
+            self._fault = KeyFileFault(str(exc), since, self._read_at)
+            log.warning("%s: %s", self.path, self._fault.describe())
+            return
+        if self._fault is not None:
+            log.warning("%s: the key file can be read again; its keys are used", self.path)
+        self._by_hash = {entry.key_hash: entry for entry in entries}
+        self._stamp, self._read_at, self._fault = stamp, datetime.now(UTC), None
 
     def _save(self) -> None:
         tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:6]}")
@@ -154,6 +217,32 @@ class KeyFile:
             tmp.unlink(missing_ok=True)
         file_modes.fsync(self.path.parent)
         self._stamp = None
+
+
+def _read_key_file(path: Path) -> list[ApiKey]:
+    """The key records of the file; KeyFileError naming what is wrong with it."""
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise KeyFileError(f"unreadable ({type(exc).__name__})") from None
+    try:
+        document = loads(content)
+    except ValueError:
+        raise KeyFileError("not valid JSON") from None
+    records = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(records, list):
+        raise KeyFileError('not a key file (no "keys" list)')
+    entries = []
+    for number, record in enumerate(records, start=1):
+        if (
+            not isinstance(record, dict)
+            or set(record) - set(_RECORD_TYPES)
+            or any(not isinstance(record.get(k), t) for k, t in _RECORD_TYPES.items())
+            or not all(isinstance(scope, str) for scope in record["scopes"])
+        ):
+            raise KeyFileError(f"not a key file (record {number} is malformed)")
+        entries.append(ApiKey(**record))
+    return entries
 
 
 def granted_scopes(scopes: Sequence[str]) -> list[str]:

@@ -224,12 +224,20 @@ class ServeSettings(_Base):
     serve_keyless_requests_per_second: int = Field(
         default=5,
         ge=1,
-        description="Calls per client address per second to the paths served without a key.",
+        description="Calls per client address (IPv6: per /64) per second to the paths served "
+        "without a key.",
     )
     serve_key_requests_per_second: int = Field(
         default=1000,
         ge=1,
-        description="Calls per API key per second (per process unless counted in Redis).",
+        description="Units per API key per second: a call, or a page per hundred records it "
+        "asks for (per process unless counted in Redis).",
+    )
+    serve_failed_requests_per_second: int = Field(
+        default=10,
+        ge=1,
+        description="401 answers, and 404s to requests without a valid key, per client address "
+        "(IPv6: per /64) per second; beyond it, 429 to every request from that address.",
     )
     rate_limit_url: str | None = Field(
         default=None,
@@ -247,6 +255,13 @@ class ServeSettings(_Base):
         default=False,
         description="`1` serves /metrics, /docs, /redoc and /openapi.json to anyone; otherwise "
         "only to a key with the `ops` scope.",
+    )
+    serve_head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a connection has to send a request's whole line and headers, from "
+        "its opening or its previous answer; then it is closed.",
     )
     serve_pim_cooldown_s: float = Field(
         default=300.0, ge=0, description="Seconds before another pim-image-sync may start."

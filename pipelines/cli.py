@@ -283,7 +283,8 @@ def _serve(options: argparse.Namespace) -> int:
             port=options.port or settings.serve_port,
             workers=workers,
             loop="uvloop",
-            http="httptools",
+            # httptools with a size and a time limit on every request's line and headers.
+            http="serve.request_heads:BoundedHttpToolsProtocol",
             log_config=serve_logging_config(settings.log_level),
             log_level=settings.log_level,
             access_log=False,  # the app's JSON access log replaces uvicorn's

@@ -20,8 +20,10 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
 from serve.documents import add_document_routes
+from serve.failed_requests import FailedRequestLimit
 from serve.fast_answers import FastAnswers
 from serve.gzip_cache import CompressWhenAsked
+from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
@@ -117,6 +119,8 @@ def create_app(
         counter, "keyless", serve.serve_keyless_requests_per_second
     )
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
+    app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
+    failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
     _install_error_handlers(app)
     for router in ROUTERS.values():
         app.include_router(router)
@@ -134,6 +138,8 @@ def create_app(
     app.add_middleware(
         CompressWhenAsked, minimum_size=1024, cache_bytes=serve.serve_gzip_cache_mb << 20
     )
+    # Outside the gzip layer, so that a refused client costs as little as possible.
+    app.add_middleware(FailedRequestLimit, limit=failures)
     app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
     if serve.trusted_proxies:
         # Outermost, so the limits and the access log see the client a trusted proxy names.

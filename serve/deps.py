@@ -7,11 +7,24 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from ductwork.contract import params, paths
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
 from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey, KeyFile
+from ductwork.streams.registry import PAIRINGS
 from serve.live_snapshot import ServingState
-from serve.rate_limit import RequestLimit
+from serve.rate_limit import RequestLimit, page_cost
+
+# The lists paged by ``count``: a request for a page weighs by the records it asks for.
+PAGED_LISTS = frozenset(
+    {
+        paths.PRODUCTS_LIST,
+        PAIRINGS.path,
+        paths.WAREHOUSE_DIGITAL_ASSETS,
+        paths.LEADS,
+        *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
+    }
+)
 
 
 # Both are ``async``: they do no blocking work, and a plain ``def`` dependency costs a trip
@@ -38,22 +51,39 @@ def key_of(keys: KeyFile, authorization: str) -> ApiKey | None:
 
 
 # Set in the ASGI scope once a request has been counted against its key's limit, so that a
-# request the short path counted and then handed to the routes is not counted twice.
+# request the short path counted and then handed to the routes is not counted twice; it also
+# tells that the request presented a valid key.
 KEY_COUNTED = "ductwork.key_counted"
 
 
+def request_cost(path: str, count: str | None) -> int:
+    """What a request weighs against its key's limit: a page of a list by the records it asks
+    for (``count``, or its default), anything else one unit; so does a malformed ``count``,
+    which is answered 400 without reading a record."""
+    if path not in PAGED_LISTS:
+        return 1
+    try:
+        return page_cost(params.read_count(count))
+    except ApiError:
+        return 1
+
+
 async def count_against_key_limit(request: Request, key: ApiKey) -> None:
-    """Count the request against its key's rate limit (once per request); 429 beyond it."""
-    await count_in_scope(request.scope, request.app.state.key_limit, key)
+    """Count the request against its key's rate limit (once per request, by its cost); 429
+    beyond it."""
+    cost = request_cost(request.url.path, request.query_params.get("count"))
+    await count_in_scope(request.scope, request.app.state.key_limit, key, cost)
 
 
-async def count_in_scope(scope: MutableMapping[str, Any], limit: RequestLimit, key: ApiKey) -> None:
-    """``count_against_key_limit`` for the ASGI ``scope`` of a request."""
+async def count_in_scope(
+    scope: MutableMapping[str, Any], limit: RequestLimit, key: ApiKey, cost: int = 1
+) -> None:
+    """``count_against_key_limit`` for the ASGI ``scope`` of a request of ``cost`` units."""
     if scope.get(KEY_COUNTED):
         return
     scope[KEY_COUNTED] = True
     # Counted by the key's hash: the key itself is never kept in memory longer than needed.
-    wait = await limit.check(key.key_hash)
+    wait = await limit.check(key.key_hash, cost)
     if wait is not None:
         raise rate_limited(wait)
 

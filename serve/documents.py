@@ -18,6 +18,7 @@ from ductwork.streams.registry import served_as
 from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep, require_key
 from serve.openapi_docs import answer, record_of
+from serve.rate_limit import client_of
 from serve.responses import json_answer
 
 Handler = Callable[[Request, SnapshotDep], Awaitable[Response]]
@@ -28,7 +29,7 @@ def document_handler(stream: Stream) -> Handler:
 
     async def answer(request: Request, state: SnapshotDep) -> Response:
         if stream.open_access:
-            client = request.client.host if request.client else "unknown"
+            client = client_of(request.client.host if request.client else "unknown")
             wait = await request.app.state.keyless_limit.check(client)
             if wait is not None:
                 raise rate_limited(wait)

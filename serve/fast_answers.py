@@ -12,11 +12,11 @@ middleware answers these requests itself, building the very same response as the
   and/or one valid ``page`` (and, for the digital assets, one valid ``updatedAfter``): the
   page, or its 304.
 
-The key's rate limit is checked before any record is read: a request over it gets its 429
-here, in the family's style. Anything else (a bad or missing key, a key without the family's
-scope, an empty SKU, any other parameter, a malformed or repeated one, no snapshot yet) goes on
-to the framework unchanged, so every other error keeps its one implementation; a request
-counted here is not counted again there.
+The key's rate limit is checked before any record is read, a page weighing by the records it
+asks for: a request over it gets its 429 here, in the family's style. Anything else (a bad or
+missing key, a key without the family's scope, an empty SKU, any other parameter, a malformed
+or repeated one, no snapshot yet) goes on to the framework unchanged, so every other error
+keeps its one implementation; a request counted here is not counted again there.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ductwork.contract.paths import Family
 from ductwork.keys import SCOPE_OF
 from serve.deps import count_in_scope, key_of
 from serve.live_snapshot import ServingState
+from serve.rate_limit import page_cost
 from serve.responses import error_response, holds_current, not_modified, ready_json
 from serve.routers.warehouse import digital_assets_page
 
@@ -88,8 +89,9 @@ class FastAnswers:
         key = key_of(app_state.keys, authorization)
         if key is None or SCOPE_OF[family] not in key.scopes:
             return None
+        cost = page_cost(planned.size) if isinstance(planned, _ListPage) else 1
         try:
-            await count_in_scope(scope, app_state.key_limit, key)
+            await count_in_scope(scope, app_state.key_limit, key, cost)
         except ApiError as error:
             return error_response(error, path)
         if isinstance(planned, _Lookup):

@@ -3,10 +3,16 @@
 Starlette's gzip layer compresses every answer anew, at its highest level: for a page of a
 hundred records that is a millisecond or more, many times the cost of building the page. An
 answer tagged with a snapshot (``X-Snapshot-Version``, a 200 from the snapshot alone) is the
-same bytes for the same path and query as long as that snapshot is served, so its compressed
-form is kept, keyed by (snapshot version, path, query), in a cache of bounded size that drops
-the least recently used answers first. A new snapshot has a new version: its answers are never
-taken for an earlier snapshot's. Every other answer is compressed as Starlette does it.
+same bytes for the same path and parameters as long as that snapshot is served, so its
+compressed form is kept, keyed by (snapshot version, path, the query parameters its route reads),
+in a cache of bounded size that drops the least recently used answers first. A new snapshot has
+a new version: its answers are never taken for an earlier snapshot's. Every other answer is
+compressed as Starlette does it.
+
+The key holds the parameters the route reads (the last value of each, as the route takes it),
+not the raw query: parameters a route ignores cannot make a new key for the same answer, so
+padding a query does not fill the cache. The cache's size counts each entry whole, key and
+bookkeeping included, not only its compressed bytes.
 
 The headers are Starlette's own (``Content-Encoding: gzip``, ``Vary: Accept-Encoding``, the
 compressed ``Content-Length``) and the body is valid gzip; only its deflate level is lower
@@ -15,10 +21,14 @@ than Starlette's default, the level that costs a tenth of the time for a slightl
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl
 
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.middleware.gzip import GZipMiddleware, GZipResponder, IdentityResponder
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -26,12 +36,28 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 # zlib's level 1 to 9; the bodies are JSON, which even level 1 shrinks about sevenfold.
 GZIP_LEVEL = 1
 CACHE_BYTES = 32 << 20  # per worker, unless the settings say otherwise
-AnswerKey = tuple[bytes, str, bytes]
+# (snapshot version, path, the route's parameters as sorted (name, value) pairs)
+Parameters = tuple[tuple[str, str], ...]
+AnswerKey = tuple[bytes, str, Parameters]
+# An entry's share of the ordered dictionary (its slot and link) and of the key's tuple, on top
+# of what ``sys.getsizeof`` reports for the objects themselves; generous on purpose.
+ENTRY_OVERHEAD_BYTES = 256
+
+
+def entry_bytes(key: AnswerKey, compressed: bytes) -> int:
+    """The memory an entry holds, as counted against the cache's limit."""
+    version, path, parameters = key
+    size = ENTRY_OVERHEAD_BYTES + sys.getsizeof(compressed) + sys.getsizeof(version)
+    size += sys.getsizeof(path) + sys.getsizeof(parameters)
+    for name, value in parameters:
+        size += sys.getsizeof(name) + sys.getsizeof(value) + 56  # 56: the pair's tuple
+    return size
 
 
 class CompressedAnswers:
-    """Compressed answers by (snapshot version, path, query), least recently used dropped
-    first beyond ``limit_bytes`` (of compressed bytes). Used from the event loop only."""
+    """Compressed answers by (snapshot version, path, parameters), least recently used dropped
+    first beyond ``limit_bytes`` of entries (keys and bookkeeping counted, see ``entry_bytes``).
+    Used from the event loop only."""
 
     def __init__(self, limit_bytes: int = CACHE_BYTES) -> None:
         self.limit_bytes = limit_bytes
@@ -51,13 +77,55 @@ class CompressedAnswers:
     def put(self, key: AnswerKey, compressed: bytes) -> None:
         """Keep an answer, dropping the least recently used ones over the limit; one larger
         than the whole limit is not kept."""
-        if len(compressed) > self.limit_bytes or key in self._answers:
+        size = entry_bytes(key, compressed)
+        if size > self.limit_bytes or key in self._answers:
             return
         self._answers[key] = compressed
-        self.size_bytes += len(compressed)
+        self.size_bytes += size
         while self.size_bytes > self.limit_bytes:
-            _, dropped = self._answers.popitem(last=False)
-            self.size_bytes -= len(dropped)
+            dropped_key, dropped = self._answers.popitem(last=False)
+            self.size_bytes -= entry_bytes(dropped_key, dropped)
+
+
+class RouteParameters:
+    """The query parameters the route that answered a request reads: what a snapshot answer
+    depends on besides its path.
+
+    The framework's router notes the route it chose in the request's scope (``route``), which
+    the gzip layer sees once the answer starts. An answer no route made (the short path's)
+    depends on every parameter of its query, since the short path takes only queries made of
+    parameters it reads.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[int, frozenset[str]] = {}
+
+    def key_of(self, scope: Scope) -> Parameters:
+        """The (name, value) pairs of the request's query that its answer depends on, sorted
+        by name; a repeated parameter counts with its last value, as the routes read it."""
+        query: bytes = scope["query_string"]
+        if not query:
+            return ()
+        route = scope.get("route")
+        names = self._names_of(route) if isinstance(route, APIRoute) else None
+        if names is not None and not names:
+            return ()
+        given = dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+        return tuple(sorted((n, v) for n, v in given.items() if names is None or n in names))
+
+    def _names_of(self, route: APIRoute) -> frozenset[str]:
+        found = self._names.get(id(route))
+        if found is None:
+            found = self._names[id(route)] = frozenset(_query_names(route.dependant))
+        return found
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route and its dependencies read, by the name sent."""
+    names = {field.alias for field in dependant.query_params}
+    for inner in dependant.dependencies:
+        names |= _query_names(inner)
+    return names
 
 
 def _snapshot_version(headers: list[tuple[bytes, bytes]]) -> bytes | None:
@@ -70,13 +138,16 @@ def _snapshot_version(headers: list[tuple[bytes, bytes]]) -> bytes | None:
 class _CachingGzipResponder(GZipResponder):
     """Starlette's gzip responder, taking a snapshot answer's compressed body from the cache."""
 
-    def __init__(self, app: ASGIApp, minimum_size: int, cache: CompressedAnswers) -> None:
+    def __init__(
+        self, app: ASGIApp, minimum_size: int, cache: CompressedAnswers, routes: RouteParameters
+    ) -> None:
         super().__init__(app, minimum_size, GZIP_LEVEL, exclude_content_types=())
         self.cache = cache
-        self.key: tuple[str, bytes] = ("", b"")
+        self.routes = routes
+        self.scope: Scope = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.key = (scope["path"], scope["query_string"])
+        self.scope = scope
         await super().__call__(scope, receive, send)
 
     async def apply_compression(self, body: bytes, *, more_body: bool) -> bytes:
@@ -86,7 +157,7 @@ class _CachingGzipResponder(GZipResponder):
             version = _snapshot_version(start.get("headers") or [])
         if version is None:  # a streamed body, or an answer not from the snapshot alone
             return await super().apply_compression(body, more_body=more_body)
-        key = (version, *self.key)
+        key = (version, self.scope["path"], self.routes.key_of(self.scope))
         found = self.cache.get(key)
         if found is None:
             found = await super().apply_compression(body, more_body=False)
@@ -107,6 +178,7 @@ class CompressWhenAsked(GZipMiddleware):
         # list spares Starlette normalising its default list of fifteen on every request.
         super().__init__(app, minimum_size, GZIP_LEVEL, exclude_content_types=())
         self.answers = CompressedAnswers(cache_bytes)
+        self.routes = RouteParameters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _any_accepts_gzip(scope):
@@ -115,7 +187,9 @@ class CompressWhenAsked(GZipMiddleware):
         # As Starlette decides: by the first Accept-Encoding header.
         responder: Any
         if "gzip" in Headers(scope=scope).get("Accept-Encoding", ""):
-            responder = _CachingGzipResponder(self.app, self.minimum_size, self.answers)
+            responder = _CachingGzipResponder(
+                self.app, self.minimum_size, self.answers, self.routes
+            )
         else:
             responder = IdentityResponder(self.app, self.minimum_size, exclude_content_types=())
         await responder(scope, receive, send)

@@ -33,6 +33,9 @@ ASGIApp = Callable[
 ]
 
 access_log = logging.getLogger("ductwork.access")
+# On every answer: a browser must take each for the type it declares (JSON never run as a
+# script or shown as a page).
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 
 def shared_metrics() -> bool:
@@ -172,7 +175,8 @@ def _family(path: str) -> str:
 
 
 class RequestTelemetry:
-    """Adds ``X-Request-ID`` to every answer, logs it as JSON and counts it."""
+    """Adds ``X-Request-ID`` and ``X-Content-Type-Options: nosniff`` to every answer, logs it
+    as JSON and counts it."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -196,6 +200,7 @@ class RequestTelemetry:
                 message["headers"] = [
                     *message.get("headers", []),
                     (b"x-request-id", request_id.encode()),
+                    NOSNIFF,
                 ]
             await send(message)
 

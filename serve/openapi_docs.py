@@ -5,19 +5,26 @@ them from ready bytes), the contract's parameter types and bounds (handlers read
 raw, to apply the contract's own rules and messages), the rules OpenAPI cannot state, and the
 bearer scheme. ``/openapi.json``, ``/docs`` and ``/redoc`` are served like ``/metrics``: to
 anyone with ``DUCTWORK_SERVE_PUBLIC_DOCS``, otherwise to a key with the ``ops`` scope.
+
+The two viewers' scripts and styles come from an installed package (``openapi-ui-bundles``)
+and are served under ``/docs/assets/``, so the pages load nothing from elsewhere; their
+Content-Security-Policy holds the browser to that.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from openapi_ui_bundles import redoc as redoc_bundle
+from openapi_ui_bundles import swagger_ui as swagger_bundle
 
 from ductwork.contract import paths
-from ductwork.contract.errors import JSON, PROBLEM_JSON
+from ductwork.contract.errors import JSON, PROBLEM_JSON, no_such_path
 from ductwork.contract.leads import LEAD_LIST_FIELDS
 from ductwork.contract.params import MAX_COUNT, MAX_INTEGER, REL_TYPES
 from ductwork.streams.model import Stream
@@ -29,6 +36,23 @@ from serve.deps import require_ops
 Schema = dict[str, Any]
 BEARER = "bearerAuth"
 OPENAPI_PATH = "/openapi.json"
+ASSETS_PATH = "/docs/assets"
+
+# The viewers' files by the name the pages use: (file in the installed package, media type).
+_SWAGGER, _REDOC = swagger_bundle.static_path, redoc_bundle.static_path
+_ASSETS: dict[str, tuple[Path, str]] = {
+    "swagger-ui-bundle.js": (_SWAGGER / "swagger-ui-bundle.js", "text/javascript"),
+    "swagger-ui.css": (_SWAGGER / "swagger-ui.css", "text/css"),
+    "favicon.png": (_SWAGGER / "favicon-32x32.png", "image/png"),
+    "redoc.standalone.js": (_REDOC / "redoc.standalone.js", "text/javascript"),
+}
+# Scripts, styles, images and fetches from this origin only. Inline code stays allowed: Swagger
+# UI's page starts it with an inline script and ReDoc styles itself inline.
+DOCS_PAGE_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'"
+)
 
 _MEANINGS = {
     400: "A parameter is invalid (the offending one is named).",
@@ -172,12 +196,33 @@ def install_openapi(app: FastAPI, public_docs: bool) -> None:
 
     @app.get("/docs", include_in_schema=False, dependencies=guarded)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        return get_swagger_ui_html(
+        # No persistAuthorization: a key typed into "Authorize" is not kept in the browser.
+        page = get_swagger_ui_html(
             openapi_url=OPENAPI_PATH,
             title=f"{app.title} - Swagger UI",
-            swagger_ui_parameters={"persistAuthorization": True},
+            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
         )
+        page.headers["Content-Security-Policy"] = DOCS_PAGE_POLICY
+        return page
 
     @app.get("/redoc", include_in_schema=False, dependencies=guarded)
     async def redoc(request: Request) -> HTMLResponse:
-        return get_redoc_html(openapi_url=OPENAPI_PATH, title=f"{app.title} - ReDoc")
+        page = get_redoc_html(
+            openapi_url=OPENAPI_PATH,
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
+            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            with_google_fonts=False,
+        )
+        page.headers["Content-Security-Policy"] = DOCS_PAGE_POLICY
+        return page
+
+    @app.get(ASSETS_PATH + "/{name}", include_in_schema=False, dependencies=guarded)
+    async def docs_asset(request: Request, name: str) -> Response:
+        found = _ASSETS.get(name)
+        if found is None:
+            raise no_such_path(request.url.path)
+        path, media_type = found
+        return FileResponse(path, media_type=media_type)

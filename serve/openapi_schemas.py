@@ -151,6 +151,11 @@ READY: Schema = {
         "status": {"type": "string"},
         "snapshot": {"type": "string"},
         "age_seconds": {"type": "number"},
+        "key_file": {
+            "type": "string",
+            "description": "Present while the key file on disk cannot be read: why, since "
+            "when, and which keys are used meanwhile.",
+        },
     },
 }
 

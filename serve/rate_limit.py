@@ -11,15 +11,22 @@ still counted and limited per process, a warning is logged (at most once a minut
 ``ductwork_rate_limit_store_errors_total`` counts each check made without Redis. Redis is not
 tried again for a few seconds after a failure, so an unreachable server does not add its
 timeout to every request.
+
+A request may weigh more than one: a page of records costs a unit per hundred records it may
+hold (``page_cost``). Clients are counted by address, an IPv6 client by its /64
+(``client_of``): one host usually holds a whole /64 and could otherwise use a new address for
+every request.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import lru_cache
 
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import Storage
@@ -34,6 +41,28 @@ log = logging.getLogger("ductwork.serve")
 REDIS_TIMEOUT_S = 0.5
 RETRY_REDIS_AFTER_S = 5.0
 WARN_EVERY_S = 60.0
+RECORDS_PER_UNIT = 100  # a page of up to this many records costs one unit of a key's limit
+IPV6_CLIENT_PREFIX = 64
+
+
+def page_cost(records: int) -> int:
+    """The units a page of (at most) ``records`` records costs: one per hundred, at least one."""
+    return max(1, -(-records // RECORDS_PER_UNIT))
+
+
+@lru_cache(maxsize=4096)
+def client_of(address: str) -> str:
+    """Whom a peer address is counted as: an IPv4 address (IPv4-mapped IPv6 included) as
+    itself, any other IPv6 address by its /64; a text that is no address as it is."""
+    try:
+        parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{parsed}/{IPV6_CLIENT_PREFIX}", strict=False))
+    return str(parsed)
 
 
 class LimitCounter:
@@ -66,22 +95,27 @@ class LimitCounter:
         """Counted in this process's memory alone: no Redis is configured."""
         return self._remote is None
 
-    def hit_in_memory(self, limit: RateLimitItemPerSecond, *who: str) -> int | None:
+    def hit_in_memory(
+        self, limit: RateLimitItemPerSecond, who: tuple[str, ...], cost: int = 1
+    ) -> int | None:
         """``hit`` for a counter without Redis (``in_memory``), which needs no await."""
-        return self._local.hit(limit, who)
+        return self._local.hit(limit, who, cost)
 
-    async def hit(self, limit: RateLimitItemPerSecond, *who: str) -> int | None:
-        """Count one request for ``who``: None if allowed, else the seconds to wait."""
+    async def hit(
+        self, limit: RateLimitItemPerSecond, who: tuple[str, ...], cost: int = 1
+    ) -> int | None:
+        """Count a request of ``cost`` units for ``who``: None if allowed, else the seconds
+        to wait."""
         remote = self._remote
         if remote is None:
-            return self._local.hit(limit, who)
+            return self._local.hit(limit, who, cost)
         if time.monotonic() >= self._skip_remote_until:
             try:
-                return await _hit(remote, limit, who)
+                return await _hit(remote, limit, who, cost)
             except (StorageError, OSError) as exc:
                 self._remote_failed(exc)
         self.store_errors.inc()
-        return self._local.hit(limit, who)
+        return self._local.hit(limit, who, cost)
 
     def _remote_failed(self, exc: Exception) -> None:
         now = time.monotonic()
@@ -96,9 +130,12 @@ class LimitCounter:
 
 
 async def _hit(
-    limiter: MovingWindowRateLimiter, limit: RateLimitItemPerSecond, who: tuple[str, ...]
+    limiter: MovingWindowRateLimiter,
+    limit: RateLimitItemPerSecond,
+    who: tuple[str, ...],
+    cost: int,
 ) -> int | None:
-    if await limiter.hit(limit, *who):
+    if await limiter.hit(limit, *who, cost=cost):
         return None
     stats = await limiter.get_window_stats(limit, *who)
     return max(1, math.ceil(stats.reset_time - time.time()))
@@ -118,8 +155,9 @@ class LocalWindows:
         """The clients with a window held."""
         return len(self._hits)
 
-    def hit(self, limit: RateLimitItemPerSecond, who: tuple[str, ...]) -> int | None:
-        """Count one request for ``who``: None if allowed, else the seconds to wait."""
+    def hit(self, limit: RateLimitItemPerSecond, who: tuple[str, ...], cost: int = 1) -> int | None:
+        """Count a request of ``cost`` units for ``who`` (each unit a hit in the window):
+        None if allowed, else the seconds to wait."""
         now = self._clock()
         period = limit.get_expiry()
         if now >= self._next_sweep:
@@ -129,9 +167,11 @@ class LocalWindows:
             hits = self._hits[who] = deque()
         while hits and hits[0] < now - period:
             hits.popleft()
-        if len(hits) >= limit.amount:
-            return max(1, math.ceil(hits[0] + period - now))
-        hits.append(now)
+        if len(hits) + cost > limit.amount:
+            # Refused until enough of the oldest units have left the window.
+            leaving = hits[min(len(hits) - 1, len(hits) + cost - limit.amount - 1)]
+            return max(1, math.ceil(leaving + period - now))
+        hits.extend([now] * cost)
         return None
 
     def _sweep(self, now: float, period: float) -> None:
@@ -150,9 +190,12 @@ class RequestLimit:
         self._name = name
         self._limit = RateLimitItemPerSecond(per_second)
 
-    async def check(self, client: str) -> int | None:
-        """None if allowed (and counted), else the seconds to wait (for ``Retry-After``)."""
+    async def check(self, client: str, cost: int = 1) -> int | None:
+        """Count a request of ``cost`` units (at most the whole limit, so that every request
+        can pass in an idle window): None if allowed, else the seconds to wait (for
+        ``Retry-After``)."""
         counter = self._counter
+        cost = min(cost, self._limit.amount)
         if counter.in_memory:  # nothing to wait for: spare every answer the counter's coroutine
-            return counter.hit_in_memory(self._limit, self._name, client)
-        return await counter.hit(self._limit, self._name, client)
+            return counter.hit_in_memory(self._limit, (self._name, client), cost)
+        return await counter.hit(self._limit, (self._name, client), cost)

@@ -31,9 +31,11 @@ SEED = 20261122
 # `make test` runs at small scale; DUCTWORK_TEST_SCALE=medium repeats the suite on medium data.
 SCALE = os.environ.get("DUCTWORK_TEST_SCALE", "small")
 BUCKET = "ductwork-tests"
-# The differential tests send thousands of requests with one key; the upstream has no per-key
-# limit to compare with, so the read API under comparison runs without one too.
-UNLIMITED = ServeSettings(serve_key_requests_per_second=1_000_000)
+# The differential tests send thousands of requests with one key (and many a 401 or 404); the
+# upstream has no such limits to compare with, so the read API under comparison runs without.
+UNLIMITED = ServeSettings(
+    serve_key_requests_per_second=1_000_000, serve_failed_requests_per_second=1_000_000
+)
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's per-request lines
 # moto accepts any credentials; boto3 only needs some to sign with.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")

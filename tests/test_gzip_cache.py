@@ -4,6 +4,7 @@ never an earlier snapshot's, and the same bytes as a fresh compression."""
 from __future__ import annotations
 
 import gzip
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,25 +16,53 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
 from sandbox.local_server import serving
 from serve.app import create_app
-from serve.gzip_cache import CompressedAnswers, CompressWhenAsked
+from serve.gzip_cache import CompressedAnswers, CompressWhenAsked, entry_bytes
 from tests.conftest import home_with_published_snapshot
 from tests.helpers.sync import first_answer_of_a_new_snapshot, publish_altered_copy
 
 UNITS = "/products/v2.0/indoor-units?count=100"
 
 
+def key(n: int | str, path: str = "/p") -> tuple[bytes, str, tuple[tuple[str, str], ...]]:
+    return (b"v1", path, (("page", str(n)),))
+
+
 def test_the_cache_keeps_the_most_recently_used_answers_within_its_size() -> None:
-    cache = CompressedAnswers(limit_bytes=1000)
-    for n in range(30):
-        cache.put((b"v1", "/p", str(n).encode()), bytes(100))
-        cache.get((b"v1", "/p", b"21"))  # kept in use
-        assert cache.size_bytes <= 1000
+    one = entry_bytes(key(10), bytes(100))
+    cache = CompressedAnswers(limit_bytes=10 * one)
+    for n in range(10, 40):
+        cache.put(key(n), bytes(100))
+        cache.get(key(21))  # kept in use
+        assert cache.size_bytes <= 10 * one
     assert len(cache) == 10
-    assert cache.get((b"v1", "/p", b"21")) is not None
-    assert cache.get((b"v1", "/p", b"29")) is not None
-    assert cache.get((b"v1", "/p", b"0")) is None
-    cache.put((b"v1", "/big", b""), bytes(1001))  # larger than the whole cache: not kept
-    assert cache.get((b"v1", "/big", b"")) is None and cache.size_bytes <= 1000
+    assert cache.get(key(21)) is not None
+    assert cache.get(key(39)) is not None
+    assert cache.get(key(10)) is None
+    cache.put(key(0, "/big"), bytes(10 * one))  # larger than the whole cache: not kept
+    assert cache.get(key(0, "/big")) is None and cache.size_bytes <= 10 * one
+
+
+def test_an_entrys_key_counts_against_the_limit_as_much_as_its_answer() -> None:
+    cache = CompressedAnswers(limit_bytes=1 << 20)
+    for n in range(200):
+        cache.put((b"v1", "/p", (("sku", f"{n}-" + "x" * 10_000),)), bytes(10))
+    # Each key is about 10 kB and each answer 10 bytes: the keys alone fill the megabyte.
+    assert 90 <= len(cache) <= 100 and cache.size_bytes <= 1 << 20
+
+
+def test_the_counted_size_covers_the_memory_the_entries_hold() -> None:
+    cache = CompressedAnswers(limit_bytes=1 << 30)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(3_000):
+            parameters = (("brand", "b" * (n % 97)), ("count", str(n)))
+            cache.put((b"v1", f"/products/v2.0/units/SKU-{n}", parameters), bytes(n % 500))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache) == 3_000
+    assert held <= cache.size_bytes, (held, cache.size_bytes)
 
 
 def compressing_layer(app: Any) -> CompressWhenAsked:
@@ -99,3 +128,26 @@ def test_a_cached_gzip_answer_is_valid_gzip_of_the_plain_answer(
             raw = b"".join(sent.iter_raw())
             assert int(sent.headers["content-length"]) == len(raw) < len(plain)
         assert gzip.decompress(raw) == plain
+
+
+def test_queries_differing_only_in_what_the_route_ignores_share_one_cached_answer(
+    served_copy: tuple[str, Path, Any],
+) -> None:
+    url, home, app = served_copy
+    key_ = KeyFile(HomeSettings(home=home).keys_path).create("t", ["all"])
+    zipped = {"Authorization": f"Bearer {key_}", "Accept-Encoding": "gzip"}
+    answers = compressing_layer(app).answers
+    with httpx.Client(headers=zipped) as client:
+        first = client.get(url + UNITS + "&utm=1")
+        assert first.headers["content-encoding"] == "gzip"
+        for n in range(20):
+            padded = client.get(url + UNITS + f"&pad{n}=" + "x" * 2_000 + "&utm=2")
+            assert padded.content == first.content
+        assert len(answers) == 1
+        # A parameter the route reads makes its own answer; repeated, its last value counts.
+        fifty = client.get(url + UNITS + "&count=50")
+        assert fifty.headers["content-encoding"] == "gzip"
+        assert len(answers) == 2, (list(answers._answers), answers.size_bytes, fifty.headers)
+        client.get(url + "/products/v2.0/indoor-units?count=7&count=50&junk=1")
+        client.get(url + "/products/v2.0/indoor-units?count=50")
+        assert len(answers) == 2

@@ -24,7 +24,6 @@ import pytest
 import redis
 import yaml
 
-from ductwork.local_server import free_socket
 from ductwork.settings import (
     ALL_GROUPS,
     PREFIX,
@@ -36,6 +35,7 @@ from ductwork.settings import (
     load,
 )
 from ductwork.snapshot_store import StoreLocation
+from sandbox.local_server import free_socket
 from tests.helpers.deployment import (
     ROOT,
     SETTINGS,

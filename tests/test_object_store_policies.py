@@ -21,8 +21,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ductwork import snapshots
-from ductwork.local_server import HOST, free_socket
 from ductwork.snapshot_store import SnapshotStore, StoreLocation
+from sandbox.local_server import HOST, free_socket
 from tests.helpers.deployment import config, helm_values, policy_of
 
 START_LIMIT_S = 30.0

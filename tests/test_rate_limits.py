@@ -3,6 +3,8 @@ by the address a trusted proxy names, and still enforced per process when Redis 
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -12,9 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from fastapi import FastAPI
 
 from ductwork.contract import paths
+from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings, SettingsError, load
 from ductwork.streams.registry import DIGITAL_ASSETS, INDOOR_MODELS
@@ -23,7 +27,7 @@ from serve.app import create_app
 from serve.record_file import RecordFile
 from tests.conftest import home_with_published_snapshot
 from tests.helpers.bursts import WINDOW_S, bearer, burst_over_every_worker, logged_pids
-from tests.helpers.serve_process import RunningApi, serving_process
+from tests.helpers.serve_process import ROOT, RunningApi, serving_process
 
 BURST_LIMIT = 40  # requests per key per second
 BURST_ATTEMPTS = 3  # a burst slower than the window proves nothing: try again with a new key
@@ -192,3 +196,94 @@ def test_with_redis_unreachable_limits_hold_per_process_with_a_warning_and_a_met
     assert errors is not None and errors >= 1
     assert "rate limits counted per process" in caplog.text
     assert password not in caplog.text
+
+
+def test_ipv6_clients_of_one_slash_64_share_a_limit(replica_home: Path) -> None:
+    one_net = [f"2001:db8:7:7::{n:x}" for n in range(1, 7)]
+    many_nets = [f"2001:db8:7:{n:x}::1" for n in range(1, 7)]
+    with run_serve(replica_home, {"DUCTWORK_TRUSTED_PROXIES": '["127.0.0.0/8"]'}) as behind:
+        shared = indoor_models(behind.url, one_net)
+        apart = indoor_models(behind.url, many_nets)
+    # Six addresses of one /64 are one client: its limit of 2 a second refuses the rest.
+    assert shared[:2] == [200, 200] and 429 in shared, shared
+    assert apart == [200] * len(many_nets), apart
+
+
+@pytest.mark.parametrize("path", [paths.PRODUCTS_LIST, paths.LEADS])  # short path, routes
+def test_a_page_weighs_by_the_records_it_asks_for(replica_home: Path, path: str) -> None:
+    name = path.rsplit("/", 1)[-1]
+    big_pages, small_pages = new_key(replica_home, f"big-{name}"), new_key(replica_home, name)
+    limits = {"DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "20"}
+    with serving_process(replica_home, 1, limits) as api:
+        big = calls_until_refused(f"{api.url}{path}?count=1000", big_pages, 200)
+        small = calls_until_refused(f"{api.url}{path}?count=10", small_pages, 200, tries=60)
+    # 20 units a second: two pages of 1,000 records (10 units each), or twenty of 10 records
+    # (more only when a second went by).
+    assert 2 <= big <= 3, big
+    assert small >= 20, small
+
+
+def test_failed_requests_from_one_address_are_refused_at_their_limit_whatever_the_key(
+    replica_home: Path,
+) -> None:
+    valid = new_key(replica_home, "failing-address")
+    settings = {
+        "DUCTWORK_SERVE_FAILED_REQUESTS_PER_SECOND": "5",
+        "DUCTWORK_TRUSTED_PROXIES": '["127.0.0.0/8"]',
+    }
+    guesser = {"X-Forwarded-For": "198.51.100.9"}
+    with run_serve(replica_home, settings) as api, httpx.Client(timeout=30) as client:
+        guesses = [
+            client.get(f"{api.url}{paths.LEADS}", headers={**guesser, **bearer(f"dwk_guess{n}")})
+            for n in range(12)
+        ]
+        refused = client.get(
+            f"{api.url}{paths.PRODUCTS_LIST}", headers={**guesser, **bearer(valid)}
+        )
+        elsewhere = client.get(
+            f"{api.url}{paths.PRODUCTS_LIST}",
+            headers={"X-Forwarded-For": "198.51.100.10", **bearer(valid)},
+        )
+        # A valid key's 404s (unknown SKUs) are no failures; unknown paths without one are.
+        lookups = [
+            client.get(
+                f"{api.url}{paths.UNITS_RESOLVER}/NO-SUCH-{n}",
+                headers={"X-Forwarded-For": "198.51.100.11", **bearer(valid)},
+            ).status_code
+            for n in range(12)
+        ]
+        probes = [
+            client.get(f"{api.url}/no/such/{n}", headers={"X-Forwarded-For": "198.51.100.12"})
+            for n in range(12)
+        ]
+        deadline = time.monotonic() + 5 * WINDOW_S
+        while (
+            client.get(
+                f"{api.url}{paths.PRODUCTS_LIST}", headers={**guesser, **bearer(valid)}
+            ).status_code
+            == 429
+        ):
+            assert time.monotonic() < deadline, "still refused after the window passed"
+    statuses = [answer.status_code for answer in guesses]
+    assert statuses[:5] == [401] * 5 and set(statuses[6:]) == {429}, statuses
+    problem = guesses[-1]
+    assert problem.headers["content-type"] == PROBLEM_JSON
+    assert problem.json()["type"] == "/problems/rate-limited"
+    assert int(problem.headers["retry-after"]) >= 1
+    # The valid key of the same address is refused too (nothing is told about a key), in the
+    # products family's own style; another address is served.
+    assert refused.status_code == 429 and refused.json()["errors"][0]["code"] == "RATE_LIMITED"
+    assert elsewhere.status_code == 200
+    assert lookups == [404] * 12
+    probe_statuses = [answer.status_code for answer in probes]
+    assert probe_statuses[:5] == [404] * 5 and 429 in probe_statuses, probe_statuses
+
+
+def test_the_example_configuration_trusts_only_a_narrow_proxy_range() -> None:
+    configmap = yaml.safe_load((ROOT / "deploy" / "k8s" / "settings-configmap.yaml").read_text())
+    networks = [
+        ipaddress.ip_network(entry)
+        for entry in json.loads(configmap["data"]["DUCTWORK_TRUSTED_PROXIES"])
+    ]
+    assert networks
+    assert all(network.num_addresses <= 256 for network in networks), networks

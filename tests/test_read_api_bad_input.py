@@ -70,6 +70,21 @@ def test_a_date_time_parameter_with_a_basic_form_offset_is_a_400(read_api: ReadA
     assert asyncio.run(statuses(read_api.url, read_api.key, targets)) == [400, 400, 400]
 
 
+# A value followed by a newline (%0A) is no integer and no date-time, whatever ``$`` accepts.
+TRAILING_NEWLINE_TARGETS = (
+    f"{PRODUCTS_LIST}?count=12%0A",  # a plain page: the short path's reading
+    f"{PRODUCTS_LIST}?page=1%0A",
+    f"{unit_path('indoor-units')}?count=5%0A&brand=x",  # a filtered page: the routes' reading
+    f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-01-01T00:00:00Z%0A",
+    f"{LEADS}?createdAfter=2024-01-01T00:00:00.000Z%0A",
+)
+
+
+def test_a_parameter_with_a_trailing_newline_is_a_400(read_api: ReadApi) -> None:
+    found = asyncio.run(statuses(read_api.url, read_api.key, list(TRAILING_NEWLINE_TARGETS)))
+    assert found == [400] * len(TRAILING_NEWLINE_TARGETS)
+
+
 def bad_requests() -> list[str]:
     """Raw, already percent-encoded request targets."""
     targets = []

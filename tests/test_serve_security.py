@@ -283,3 +283,37 @@ def test_public_docs_serve_the_operational_endpoints_to_anyone_and_say_so(
     ops = {"Authorization": f"Bearer {read_api.key}"}
     guarded = httpx.get(f"{read_api.url}/openapi.json", headers=ops).json()
     assert guarded["paths"]["/metrics"]["get"]["security"] == [{"bearerAuth": []}]
+
+
+def test_every_answer_carries_nosniff_short_path_routes_errors_and_operations(
+    read_api: ReadApi, strict_api: str
+) -> None:
+    key = {"Authorization": f"Bearer {read_api.key}"}
+    sku = httpx.get(f"{read_api.url}{paths.unit_path('indoor-units')}?count=1", headers=key)
+    found = sku.json()["data"][0]["_links"]["self"]["href"]  # percent-encoded
+    answers = [
+        sku,  # a page of the short path
+        httpx.get(f"{read_api.url}{found}", headers=key),
+        httpx.get(f"{read_api.url}{paths.UNITS_RESOLVER}/NO-SUCH-SKU", headers=key),
+        httpx.get(f"{read_api.url}{found}", headers={**key, "If-None-Match": sku.headers["etag"]}),
+        httpx.get(f"{read_api.url}{paths.LEADS}?count=2", headers=key),
+        httpx.get(
+            f"{read_api.url}{paths.PRODUCTS_LIST}", headers={**key, "Accept-Encoding": "gzip"}
+        ),
+        httpx.get(f"{read_api.url}{paths.PRODUCTS_LIST}?count=0", headers=key),
+        httpx.get(f"{read_api.url}{paths.LEADS}"),
+        httpx.post(f"{read_api.url}{paths.LEADS}", headers=key),
+        httpx.get(f"{read_api.url}/no/such/path"),
+        *(httpx.get(f"{read_api.url}{path}", headers=key) for path in OPERATIONAL_PATHS),
+        httpx.get(f"{read_api.url}/healthz"),
+        httpx.get(f"{read_api.url}/readyz"),
+    ]
+    _, refused = first_refusal(f"{strict_api}{INDOOR_MODELS.path}", {})
+    answers.append(refused)
+    statuses = {answer.status_code for answer in answers}
+    assert {200, 304, 400, 401, 404, 405, 429} <= statuses
+    for answer in answers:
+        assert answer.headers.get("x-content-type-options") == "nosniff", (
+            answer.request.url,
+            answer.status_code,
+        )

@@ -25,8 +25,9 @@ from serve.fast_answers import FastAnswers
 from tests.conftest import UNLIMITED, ReadApi
 
 DECLINED = 599
-# Set per connection or per moment by the server, not by the answer.
-VARYING = {b"date", b"server", b"x-request-id"}
+# Set per connection or per moment by the server, not by the answer; and nosniff, added to
+# every answer by the app's outermost layer, which the short path alone runs without.
+VARYING = {b"date", b"server", b"x-request-id", b"x-content-type-options"}
 
 
 class ShortPathOnly:

@@ -10,11 +10,12 @@ from urllib.parse import quote
 import orjson
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_DATE_TIME = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
-_RFC3339 = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:\d{2})$")
+# Matched whole (``fullmatch``): ``$`` would also accept a trailing newline.
+_DATE_TIME = r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+_RFC3339 = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 # Values inside records may also carry ISO 8601's basic offset (``+0000``), as Salesforce
 # writes it; query parameters may not (the wire contract makes that a 400).
-_RECEIVED = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:?\d{2})$")
+_RECEIVED = re.compile(_DATE_TIME + r"([Zz]|[+-]\d{2}:?\d{2})", re.ASCII)
 # The contract's own form, which nearly every value a sync reads already has. Both patterns
 # above accept it, and ``datetime.fromisoformat`` reads it as it stands: a sync reads hundreds
 # of thousands of these, and the general path's rebuilding costs several times more.
@@ -56,7 +57,7 @@ def in_contract_form(text: str) -> bool:
 def _parse(pattern: re.Pattern[str], text: str) -> datetime:
     if in_contract_form(text):
         return datetime.fromisoformat(text)  # ValueError for an impossible date or time
-    match = pattern.match(text)
+    match = pattern.fullmatch(text)
     if match is None:
         raise ValueError(f"not an RFC 3339 date-time with time and offset: {text!r}")
     year, month, day, hour, minute, second, fraction, offset = match.groups()

@@ -24,6 +24,8 @@ class ErrorCode(StrEnum):
     # Beyond the contract's list, for answers only the read API gives.
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
     UNAVAILABLE = "UNAVAILABLE"
+    URI_TOO_LONG = "URI_TOO_LONG"
+    HEADERS_TOO_LARGE = "HEADERS_TOO_LARGE"
 
     @property
     def slug(self) -> str:
@@ -43,6 +45,8 @@ _TITLES = {
     ErrorCode.INTERNAL: "Internal Server Error",
     ErrorCode.METHOD_NOT_ALLOWED: "Method Not Allowed",
     ErrorCode.UNAVAILABLE: "Service Unavailable",
+    ErrorCode.URI_TOO_LONG: "URI Too Long",
+    ErrorCode.HEADERS_TOO_LARGE: "Request Header Fields Too Large",
 }
 
 STATUS_OF = {
@@ -54,6 +58,8 @@ STATUS_OF = {
     ErrorCode.INTERNAL: 500,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.URI_TOO_LONG: 414,
+    ErrorCode.HEADERS_TOO_LARGE: 431,
 }
 
 

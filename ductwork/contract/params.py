@@ -17,7 +17,8 @@ DEFAULT_COUNT = 100
 # Integer parameters have at most this many digits, so every accepted value fits in 64 bits.
 MAX_DIGITS = 18
 MAX_INTEGER = 10**MAX_DIGITS - 1
-_INTEGER = re.compile(rf"^-?[0-9]{{1,{MAX_DIGITS}}}$")
+# Matched whole (``fullmatch``): ``$`` would also accept a trailing newline.
+_INTEGER = re.compile(rf"-?[0-9]{{1,{MAX_DIGITS}}}")
 
 REL_TYPES: tuple[str, ...] = ("Pairing", "Standalone", "Combinations")
 
@@ -26,7 +27,7 @@ def read_int(name: str, raw: str | None, default: int, low: int, high: int | Non
     """An integer parameter within [low, high]; absent means ``default``."""
     if raw is None:
         return default
-    if not _INTEGER.match(raw):
+    if not _INTEGER.fullmatch(raw):
         raise invalid(name, f"{name} must be an integer")
     value = int(raw)
     if value < low or (high is not None and value > high):
@@ -67,7 +68,7 @@ def read_rel_type(raw: str | None) -> str | None:
 
 def read_relationship_id(raw: str) -> int:
     """A pairing's relationship id in the path: an integer."""
-    if not _INTEGER.match(raw):
+    if not _INTEGER.fullmatch(raw):
         raise invalid("relationship_id", "relationship_id must be an integer")
     return int(raw)
 

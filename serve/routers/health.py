@@ -36,11 +36,14 @@ async def readyz(request: Request) -> Response:
     if state is None:
         body = {"status": "no snapshot loaded yet"}
         return Response(content=dumps(body), status_code=503, media_type="application/json")
-    body = {
+    body: dict[str, object] = {
         "status": "ready",
         "snapshot": state.version,
         "age_seconds": round(live.age_seconds(state), 3),
     }
+    fault = request.app.state.keys.fault
+    if fault is not None:  # still ready: the keys last read keep being served
+        body["key_file"] = fault.describe()
     return Response(content=dumps(body), media_type="application/json")
 
 

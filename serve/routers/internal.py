@@ -12,7 +12,7 @@ from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
 from serve import openapi_schemas as schemas
 from serve.deps import require_key
-from serve.job_trigger import Cooling, QueueUnavailable, start_job
+from serve.job_trigger import Cooling, QueueUnavailable
 from serve.openapi_docs import PROBLEM_ERRORS, answer
 
 # No key required by the router itself: a stream the spec declares open is served without one.
@@ -31,12 +31,9 @@ log = logging.getLogger("ductwork.serve")
     summary="Start the image sync",
     responses=answer(schemas.JOB_STARTED),
 )
-def pim_image_sync(request: Request) -> Response:
-    config = request.app.state.config
+async def pim_image_sync(request: Request) -> Response:
     try:
-        outcome = start_job(
-            config.home.home, config.serve.serve_pim_cooldown_s, config.serve.dagster_url
-        )
+        outcome = await request.app.state.job_trigger.start()
     except QueueUnavailable as exc:
         raise ApiError(
             ErrorCode.UNAVAILABLE, f"The image sync could not be started: {exc}"

@@ -34,13 +34,16 @@ def start_serve(
     workers: int,
     settings: dict[str, str] | None = None,
     stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
     root: Path = ROOT,
 ) -> RunningApi:
     """Start ``ductwork serve --workers N`` on a free port over ``home`` and wait until it is
     ready. ``settings`` are extra ``DUCTWORK_*`` variables (or any others the process takes);
-    ``stdout`` takes its access log; ``root`` is the checkout it runs from.
+    ``stdout`` takes its access log, ``stderr`` its other logs; ``root`` is the checkout it runs
+    from.
 
-    Unless ``settings`` say otherwise, the per-key limit is high enough never to refuse."""
+    Unless ``settings`` say otherwise, the per-key limit and the limit of failed requests are
+    high enough never to refuse."""
     sock = free_socket()
     port = sock.getsockname()[1]
     sock.close()  # uvicorn binds it again; the kernel does not hand it out meanwhile in practice
@@ -48,12 +51,13 @@ def start_serve(
         **os.environ,
         "DUCTWORK_HOME": str(home),
         "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
+        "DUCTWORK_SERVE_FAILED_REQUESTS_PER_SECOND": "1000000",
         **(settings or {}),
     }
     command = [sys.executable, "-m", "pipelines.cli", "serve"]
     process = subprocess.Popen(
         [*command, "--host", HOST, "--port", str(port), "--workers", str(workers)],
-        cwd=root, env=env, start_new_session=True, stdout=stdout,
+        cwd=root, env=env, start_new_session=True, stdout=stdout, stderr=stderr,
     )  # fmt: skip
     url = f"http://{HOST}:{port}"
     deadline = time.monotonic() + READY_LIMIT_S
@@ -85,10 +89,11 @@ def serving_process(
     workers: int,
     settings: dict[str, str] | None = None,
     stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
     root: Path = ROOT,
 ) -> Iterator[RunningApi]:
     """``start_serve`` for the block; stopped on leaving."""
-    api = start_serve(home, workers, settings, stdout, root)
+    api = start_serve(home, workers, settings, stdout, stderr, root)
     try:
         yield api
     finally:
