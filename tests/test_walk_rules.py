@@ -18,7 +18,8 @@ from typing import TypeVar
 import httpx
 import pytest
 
-from ductwork.contract.paths import LEADS, PAIRINGS_LIST, PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import LEADS, PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.streams.registry import PAIRINGS
 from ductwork.upstream.client import UpstreamClient, UpstreamContractError
 from ductwork.upstream.digital_asset_walk import (
     Key,
@@ -229,7 +230,7 @@ def test_walks_over_the_honest_sandbox_pass_the_rules_while_its_data_changes_und
     assert len(products.records) == products.reported_total >= PRODUCTS_ON_TINY
     pairings, _ = walk(
         upstream,
-        lambda client: read_whole_list(client, PAIRINGS_LIST, lambda r: r["relationshipId"]),
+        lambda client: read_whole_list(client, PAIRINGS.path, lambda r: r["relationshipId"]),
     )
     assert len(pairings.records) == pairings.reported_total > 0
 
@@ -277,7 +278,7 @@ def test_the_sandbox_command_takes_each_hostile_switch_as_a_flag() -> None:
             "gzip_bomb": True,
         }
         # An answer sent as a bomb: about a megabyte on the wire, a gigabyte inflated.
-        with httpx.stream("GET", url + PAIRINGS_LIST, headers=auth, timeout=30) as answer:
+        with httpx.stream("GET", url + PAIRINGS.path, headers=auth, timeout=30) as answer:
             assert answer.headers["content-encoding"] == "gzip"
             assert 1_000_000 <= int(answer.headers["content-length"]) < 4_000_000
     finally:
