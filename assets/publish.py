@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -11,7 +12,7 @@ from assets.ingest import OWNERS, WAREHOUSE_POOL
 from assets.resources import DataHome, open_warehouse
 from assets.streams import SYNCED_KEYS
 from ductwork import snapshots
-from ductwork.settings import S3Settings, SnapshotStoreSettings, load
+from ductwork.settings import HistorySettings, S3Settings, SnapshotStoreSettings, load
 
 if TYPE_CHECKING:
     from ductwork.snapshot_store import StorePublication
@@ -35,7 +36,8 @@ def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.Mater
     """Publish the warehouse as a new snapshot and make it current (or confirm the current one
     when the warehouse's content has not changed since it was published)."""
     with open_warehouse(warehouse) as con:
-        published = snapshots.publish(con, data_home.snapshots_dir)
+        keep = timedelta(days=load(HistorySettings).history_days)
+        published = snapshots.publish(con, data_home.snapshots_dir, keep)
     removed = snapshots.prune(data_home.snapshots_dir)
     snapshot = published.snapshot
     stored = _publish_to_store(snapshot)

@@ -114,6 +114,17 @@ class SyncSettings(_Base):
     )
 
 
+class HistorySettings(_Base):
+    """What the mirror remembers of the versions it published."""
+
+    history_days: int = Field(
+        default=90,
+        ge=1,
+        description="Days of published versions kept for the changes feed and the past; older "
+        "ones are dropped at publish, never the current one.",
+    )
+
+
 class RunSettings(_Base):
     """How runs share the warehouse and how the scheduler starts them."""
 
@@ -334,6 +345,7 @@ ALL_GROUPS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     UpstreamTuning,
     SyncSettings,
+    HistorySettings,
     RunSettings,
     AlertSettings,
     FileSettings,

@@ -27,13 +27,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
 import duckdb
 
 from ductwork import file_modes
+from ductwork.history.recording import record_publish
 from ductwork.streams.registry import numbered_lists
 from ductwork.warehouse.schema import snapshot_sql
 from warehouse_sql import fill, quote_identifier, read_sql, section
@@ -215,9 +216,16 @@ def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     return ";".join(f"{tables[index][0]}:{count}:{total}" for index, count, total in counted)
 
 
-def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Publication:
+def publish(
+    warehouse: duckdb.DuckDBPyConnection,
+    snapshots_dir: Path,
+    keep_history: timedelta = timedelta(days=90),
+) -> Publication:
     """Copy the warehouse into a new snapshot file and make it current, unless the current
-    snapshot already holds the same content (then only the pointer is rewritten)."""
+    snapshot already holds the same content (then only the pointer is rewritten).
+
+    A new snapshot is first recorded in the warehouse's history (``ductwork.history``), which
+    keeps ``keep_history`` of published versions and travels in the copy."""
     file_modes.current().make_private_dir(snapshots_dir)
     # What publishing adds (serving tables, comments, views) is part of a snapshot too: a new
     # release of that SQL must publish anew even when the data has not changed.
@@ -249,6 +257,9 @@ def publish(warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path) -> Public
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
     staging = snapshots_dir / f"{STAGING_PREFIX}{version}{SUFFIX}"
     with _publishing(snapshots_dir):
+        record_publish(
+            warehouse, live.path if live else None, version, datetime.now(UTC), keep_history
+        )
         try:
             _copy_into(warehouse, database, staging, version, fingerprint)
             file_modes.fsync(staging)

@@ -174,6 +174,27 @@ def _parser() -> argparse.ArgumentParser:
     _force_option(sql)
     sql.set_defaults(run=_sql)
 
+    changes = sub.add_parser(
+        "changes",
+        help="A stream's changes as NDJSON (every record without --since); the next token on "
+        "stderr.",
+    )
+    changes.add_argument("stream", help=f"One of: {streams}.")
+    changes.add_argument("--since", default=None, metavar="TOKEN", help="A token printed before.")
+    changes.add_argument(
+        "--limit", type=int, default=1000, help="Changes read per page (1 to 10000)."
+    )
+    changes.set_defaults(run=_changes)
+
+    diff = sub.add_parser(
+        "diff", help="What changed in the streams between two instants (or snapshot versions)."
+    )
+    diff.add_argument("--from", dest="before", required=True, metavar="INSTANT")
+    diff.add_argument("--to", dest="after", required=True, metavar="INSTANT")
+    diff.add_argument("--stream", default=None, help=f"One of: {streams} (default: all).")
+    diff.add_argument("--format", choices=["table", "json"], default="table")
+    diff.set_defaults(run=_diff)
+
     docs = sub.add_parser("docs", help="Write the data dictionary from the current snapshot.")
     docs.add_argument("--out", type=Path, default=Path("docs/data-dictionary.md"))
     _force_option(docs)
@@ -336,6 +357,25 @@ def _sql(options: argparse.Namespace) -> int:
         options.output,
         force=options.force,
     )
+
+
+def _changes(options: argparse.Namespace) -> int:
+    from pipelines.history_commands import run_changes
+
+    if not 1 <= options.limit <= 10_000:
+        raise UsageError("--limit must be 1 to 10000")
+    return run_changes(
+        options.stream, options.since, options.limit, load(HomeSettings).snapshots_dir
+    )
+
+
+def _diff(options: argparse.Namespace) -> int:
+    from pipelines.history_commands import run_diff
+
+    return run_diff(
+        options.before, options.after, options.stream, options.format,
+        load(HomeSettings).snapshots_dir,
+    )  # fmt: skip
 
 
 def _docs(options: argparse.Namespace) -> int:

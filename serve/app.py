@@ -27,9 +27,10 @@ from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
+from serve.past import PastRequests, PastStates
 from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
-from serve.routers import crm, health, internal, products, warehouse
+from serve.routers import crm, health, internal, mirror, products, warehouse
 
 log = logging.getLogger("ductwork.serve")
 # The router of each path family; the document streams' routes are added to theirs once.
@@ -124,9 +125,16 @@ def create_app(
     _install_error_handlers(app)
     for router in ROUTERS.values():
         app.include_router(router)
+    app.include_router(mirror.router)
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)
     app.add_middleware(FastAnswers)  # innermost of ours: CORS, gzip and telemetry still apply
+    # Outside the short path, so that a request of the past is answered by it too.
+    app.add_middleware(
+        PastRequests,
+        live=app.state.live,
+        past=PastStates(home.snapshots_dir, serve.serve_list_cache_mb << 20),
+    )
     if serve.serve_cors_origins:
         app.add_middleware(
             CORSMiddleware,

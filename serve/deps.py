@@ -12,7 +12,7 @@ from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthor
 from ductwork.contract.paths import family_of
 from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey, KeyFile
 from ductwork.streams.registry import PAIRINGS
-from serve.live_snapshot import ServingState
+from serve.live_snapshot import PAST_STATE, ServingState
 from serve.rate_limit import RequestLimit, page_cost
 
 # The lists paged by ``count``: a request for a page weighs by the records it asks for.
@@ -30,8 +30,9 @@ PAGED_LISTS = frozenset(
 # Both are ``async``: they do no blocking work, and a plain ``def`` dependency costs a trip
 # through the thread pool on every request.
 async def serving_state(request: Request) -> ServingState:
-    """The snapshot this request is answered from; 503 before the first publish."""
-    state = request.app.state.live.get()
+    """The snapshot this request is answered from (a past one, for a request of the past);
+    503 before the first publish."""
+    state = request.scope.get(PAST_STATE) or request.app.state.live.get()
     if state is None:
         raise ApiError(ErrorCode.UNAVAILABLE, "No snapshot has been published yet")
     return state

@@ -34,7 +34,7 @@ from ductwork.contract.errors import ApiError, product_not_found, unit_not_found
 from ductwork.contract.paths import Family
 from ductwork.keys import SCOPE_OF
 from serve.deps import count_in_scope, key_of
-from serve.live_snapshot import ServingState
+from serve.live_snapshot import PAST_STATE, ServingState
 from serve.rate_limit import page_cost
 from serve.responses import error_response, holds_current, not_modified, ready_json
 from serve.routers.warehouse import digital_assets_page
@@ -80,7 +80,7 @@ class FastAnswers:
         if planned is None:
             return None
         app_state = scope["app"].state
-        state = app_state.live.get()
+        state = scope.get(PAST_STATE) or app_state.live.get()
         if state is None:
             return None
         authorization, if_none_match = _request_headers(scope["headers"])

@@ -10,6 +10,7 @@ see ``ductwork.snapshot_store.fetch_current``) and swaps it in the same way.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import math
@@ -22,6 +23,7 @@ from pathlib import Path
 import duckdb
 
 from ductwork import snapshots
+from ductwork.history.feed import Publish, publishes
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
@@ -30,6 +32,8 @@ from serve.small_answers import SmallAnswers, load_small_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
 
 log = logging.getLogger("ductwork.serve")
+# Set in the ASGI scope of a request of the past (``serve.past``): the state it is answered from.
+PAST_STATE = "ductwork.past_state"
 
 
 @dataclass(frozen=True)
@@ -37,12 +41,15 @@ class ServingState:
     """Everything answered from one snapshot."""
 
     version: str
+    path: Path
     published_at: float
     catalog: CatalogIndex
     small: SmallAnswers
     lists: dict[str, PositionedList]  # the large lists, by stream name
     reader: SnapshotReader
     lease: snapshots.Lease
+    # The publishes its history keeps (oldest first; empty for a rebuilt past snapshot).
+    publishes: tuple[Publish, ...] = ()
 
     @property
     def etag(self) -> str:
@@ -56,9 +63,12 @@ class ServingState:
         self.lease.release()
 
 
-def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> ServingState:
+def load_state(
+    snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES, with_history: bool = True
+) -> ServingState:
     """Read a snapshot into memory, leased so that it is not pruned while it is served;
-    each large list caches up to ``cache_bytes`` of records."""
+    each large list caches up to ``cache_bytes`` of records. A snapshot rebuilt for the past
+    (``with_history`` false) has no history of its own."""
     lease = snapshots.Lease(snapshot.path)
     try:
         # The connection stays open for position-range reads; it closes with the state.
@@ -66,12 +76,14 @@ def load_state(snapshot: snapshots.Snapshot, cache_bytes: int = CACHE_BYTES) -> 
         con = reader.cursor()
         return ServingState(
             version=snapshot.version,
+            path=snapshot.path,
             published_at=snapshot.path.stat().st_mtime,
             catalog=load_catalog(con),
             small=load_small_answers(con),
             lists=_load_lists(reader, snapshot, cache_bytes),
             reader=reader,
             lease=lease,
+            publishes=tuple(publishes(con)) if with_history else (),
         )
     except BaseException:
         lease.release()
@@ -111,6 +123,9 @@ class LiveSnapshot:
         self._loading = threading.Lock()
         self._follower: StoreFollower | None = None
         self._closed = False
+        self._waiters = PublishWaiters()
+        self._watcher: threading.Thread | None = None
+        self._watcher_lock = threading.Lock()
 
     def follow(self, store: SnapshotStore, poll_s: float) -> None:
         """Serve what the object store's pointer names from now on, checking every ``poll_s``
@@ -126,6 +141,43 @@ class LiveSnapshot:
             self._next_check = now + self._interval
             self._maybe_reload()
         return self._state
+
+    async def wait_for_newer(self, version: str, timeout_s: float) -> ServingState | None:
+        """The state once a snapshot newer than ``version`` is served, or None after
+        ``timeout_s``. Waiting requests wake when the worker swaps snapshots; one watcher
+        thread per worker looks for new publishes meanwhile (a replica's follower already
+        does), whatever the number of waiting requests."""
+        state = self.get()
+        if state is not None and state.version != version:
+            return state
+        if self._follower is None:
+            self._start_watcher()
+        waiting = self._waiters.add()
+        try:
+            await asyncio.wait_for(asyncio.shield(waiting), timeout_s)
+        except TimeoutError:
+            return None
+        finally:
+            self._waiters.discard(waiting)
+        return self._state
+
+    def _start_watcher(self) -> None:
+        with self._watcher_lock:
+            if self._watcher is None:
+                self._watcher = threading.Thread(
+                    target=self._watch, name="publish-watcher", daemon=True
+                )
+                self._watcher.start()
+
+    def _watch(self) -> None:
+        """While requests wait: look for a new publish every check interval, load it."""
+        while not self._closed:
+            if self._waiters:
+                try:
+                    self._reload_from_folder()
+                except Exception:
+                    log.exception("could not load the newest snapshot")
+            time.sleep(self._interval)
 
     def age_seconds(self, state: ServingState) -> float:
         """Seconds since a sync last published or confirmed ``state``'s snapshot as current."""
@@ -161,6 +213,7 @@ class LiveSnapshot:
         previous, self._state = self._state, state
         if previous is not None:
             previous.lease.release()
+        self._waiters.wake()
         # The indexes of a snapshot are hundreds of thousands of long-lived objects; kept out of
         # the collector's sight, a full collection no longer walks them all in the middle of
         # a request (the tail latency of every answer). They are still freed by reference
@@ -204,6 +257,44 @@ class LiveSnapshot:
             log.exception("could not load snapshot %s; still serving the previous one", snap)
         finally:
             self._loading.release()
+
+
+class PublishWaiters:
+    """Requests waiting for a newer snapshot, each a future on its own event loop; woken from
+    whichever thread swaps the snapshot in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._waiting)
+
+    def add(self) -> asyncio.Future[None]:
+        """A future that completes at the next swap."""
+        loop = asyncio.get_running_loop()
+        waiting: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            self._waiting.append((loop, waiting))
+        return waiting
+
+    def discard(self, waiting: asyncio.Future[None]) -> None:
+        """Stop waiting (woken, or given up)."""
+        with self._lock:
+            self._waiting = [(loop, f) for loop, f in self._waiting if f is not waiting]
+
+    def wake(self) -> None:
+        """Complete every waiting future, each on its own loop."""
+        with self._lock:
+            woken, self._waiting = self._waiting, []
+        for loop, waiting in woken:
+            loop.call_soon_threadsafe(_complete, waiting)
+
+
+def _complete(waiting: asyncio.Future[None]) -> None:
+    if not waiting.done():
+        waiting.set_result(None)
 
 
 class StoreFollower:

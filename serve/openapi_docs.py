@@ -135,7 +135,8 @@ def record_of(stream: Stream, shape: RecordShape | None = None) -> Schema:
 def _needs_key(path: str, public_docs: bool) -> bool:
     if path == "/metrics":
         return not public_docs
-    return paths.family_of(path) is not None and path not in OPEN_PATHS
+    mirror_surface = path.startswith("/_ductwork/")
+    return mirror_surface or (paths.family_of(path) is not None and path not in OPEN_PATHS)
 
 
 def build_document(app: FastAPI, public_docs: bool) -> Schema:

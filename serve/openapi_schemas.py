@@ -129,6 +129,33 @@ def document(item: Schema, data_as_text: bool) -> Schema:
     }
 
 
+CHANGE: Schema = {
+    "type": "object",
+    "required": ["op", "key", "version", "changedAt", "record"],
+    "properties": {
+        "op": {"type": "string", "enum": ["upsert", "delete"]},
+        "key": {"type": "string"},
+        "version": {"type": "string", "description": "The snapshot that last changed it."},
+        "changedAt": {"type": "string", "description": "When that snapshot was published."},
+        "record": {
+            "type": ["object", "null"],
+            "description": "The record as the stream's single-record form serves it; null for "
+            "a delete.",
+        },
+    },
+}
+CHANGES: Schema = {
+    "type": "object",
+    "required": ["stream", "since", "next", "hasMore", "snapshot", "changes"],
+    "properties": {
+        "stream": {"type": "string"},
+        "since": {"type": ["string", "null"]},
+        "next": {"type": "string", "description": "The token that continues the walk."},
+        "hasMore": {"type": "boolean"},
+        "snapshot": {"type": "string", "description": "The snapshot the walk is pinned to."},
+        "changes": {"type": "array", "items": CHANGE},
+    },
+}
 JOB_STARTED: Schema = {
     "type": "object",
     "required": ["success", "jobId", "status", "startedAt"],

@@ -19,7 +19,7 @@ from importlib import resources
 
 _SECTION = re.compile(r"^-- name: (\w+)[ \t]*$", re.M)
 # The shared files with sections, applied before and after the streams' own.
-SHARED_FILES: tuple[str, ...] = ("sync_state", "product_images")
+SHARED_FILES: tuple[str, ...] = ("sync_state", "product_images", "history")
 
 
 def read_sql(name: str) -> str:

@@ -24,6 +24,7 @@ class ErrorCode(StrEnum):
     # Beyond the contract's list, for answers only the read API gives.
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
     UNAVAILABLE = "UNAVAILABLE"
+    HISTORY_UNAVAILABLE = "HISTORY_UNAVAILABLE"  # the mirror's own surface: history not kept
     URI_TOO_LONG = "URI_TOO_LONG"
     HEADERS_TOO_LARGE = "HEADERS_TOO_LARGE"
 
@@ -47,6 +48,7 @@ _TITLES = {
     ErrorCode.UNAVAILABLE: "Service Unavailable",
     ErrorCode.URI_TOO_LONG: "URI Too Long",
     ErrorCode.HEADERS_TOO_LARGE: "Request Header Fields Too Large",
+    ErrorCode.HISTORY_UNAVAILABLE: "History Unavailable",
 }
 
 STATUS_OF = {
@@ -58,6 +60,7 @@ STATUS_OF = {
     ErrorCode.INTERNAL: 500,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.HISTORY_UNAVAILABLE: 410,
     ErrorCode.URI_TOO_LONG: 414,
     ErrorCode.HEADERS_TOO_LARGE: 431,
 }
@@ -74,6 +77,8 @@ class ApiError(Exception):
     # A warehouse lookup answers a miss with ``data: {}`` instead of ``null``.
     empty_data: object = None
     headers: dict[str, str] = field(default_factory=dict)
+    # Members a Problem carries beyond its own (RFC 9457 extension members), e.g. ``oldest``.
+    problem_members: dict[str, object] = field(default_factory=dict)
 
     @property
     def status(self) -> int:
@@ -131,6 +136,7 @@ def render(error: ApiError, family: Family | None, path: str) -> ErrorAnswer:
         "title": error.code.title,
         "status": error.status,
         "instance": path,
+        **error.problem_members,
     }
     return ErrorAnswer(error.status, headers, dumps(problem), PROBLEM_JSON)
 
@@ -175,3 +181,13 @@ def cursor_incomplete() -> ApiError:
 def no_such_path(path: str) -> ApiError:
     """Nothing answers at this path."""
     return not_found(f"No such path: {path[:200]}")
+
+
+def history_unavailable(oldest: str) -> ApiError:
+    """A 410 of the mirror's own surface: what was asked for is older than the history kept,
+    whose oldest instant the Problem names (``oldest``)."""
+    return ApiError(
+        ErrorCode.HISTORY_UNAVAILABLE,
+        f"History before {oldest} is no longer kept",
+        problem_members={"detail": f"History before {oldest} is no longer kept", "oldest": oldest},
+    )

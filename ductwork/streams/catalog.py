@@ -233,4 +233,5 @@ PAIRINGS = Stream(
         ),
     ),
     serving=Serving.CATALOG,
+    extra_tables=(PAIRING_PRODUCTS,),
 )

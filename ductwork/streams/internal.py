@@ -188,6 +188,7 @@ CONTRACTORS = Stream(
     ),
     serving=Serving.DOCUMENT,
     records_in_text=True,
+    extra_tables=(CONTRACTORS_RAW, REVIEWS),
 )
 
 INDOOR_MODELS = Stream(

@@ -146,6 +146,8 @@ class Stream:
     shape: RecordShape
     steps: tuple[Step, ...]
     serving: Serving
+    # Tables the stream writes beside its steps' own, which the read API serves from too.
+    extra_tables: tuple[Table, ...] = ()
     open_access: bool = False  # served without a key (the spec declares no Authorization)
     records_in_text: bool = False  # the answer's ``data`` holds the records as a JSON text
 
@@ -153,6 +155,14 @@ class Stream:
     def sql(self) -> str:
         """The stream's SQL file, ``warehouse_sql/streams/<sql>.sql``."""
         return self.name.replace("-", "_")
+
+    @property
+    def tables(self) -> tuple[Table, ...]:
+        """Every table the stream writes, each once (a slice of a table counts as the table)."""
+        found: dict[str, Table] = {}
+        for table in (*(step.table for step in self.steps), *self.extra_tables):
+            found.setdefault(table.name, Table(table.name, table.key))
+        return tuple(found.values())
 
     @property
     def assets(self) -> tuple[str, ...]:

@@ -58,3 +58,12 @@ COMMENT ON COLUMN contractor_reviews.synced_at IS 'When the sync stored the row.
 -- name: served
 -- The answer the read API gives: the upstream's own, as last stored (no row before a sync).
 SELECT body FROM contractors_raw ORDER BY synced_at DESC LIMIT 1;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now): each
+-- element of the answer's JSON text.
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `contractors_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO contractors_as_of(v) AS TABLE
+SELECT contractor_id AS key, record FROM contractors_at(v);

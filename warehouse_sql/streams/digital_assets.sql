@@ -236,3 +236,12 @@ SELECT count(DISTINCT asset_id) FROM digital_asset_walk_ids;
 -- name: live
 -- The live assets: the step's row count.
 SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now): the
+-- live assets (a deleted one is gone).
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `digital_assets_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO digital_assets_as_of(v) AS TABLE
+SELECT asset_id AS key, record FROM digital_assets_at(v) WHERE deleted_at IS NULL;

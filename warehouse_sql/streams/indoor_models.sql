@@ -29,3 +29,15 @@ COMMENT ON COLUMN indoor_models.synced_at IS 'When the sync stored the row.';
 -- The answer the read API gives: every model's record, in the upstream's order.
 SELECT '{"success":true,"data":[' || coalesce(string_agg(record::VARCHAR, ',' ORDER BY ordinal), '') || ']}'
 FROM indoor_models;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now), by
+-- SKU (the first of a SKU listed twice, in the upstream's order).
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `indoor_models_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO indoor_models_as_of(v) AS TABLE
+SELECT sku AS key, first(record ORDER BY ordinal) AS record
+FROM indoor_models_at(v)
+WHERE sku IS NOT NULL
+GROUP BY sku;

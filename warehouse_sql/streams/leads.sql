@@ -384,3 +384,12 @@ SELECT count(*), count(*) FILTER (NOT found) FROM lead_details;
 -- name: served_detail
 -- One lead's details as the read API answers them (none for an unknown id or a 404).
 SELECT record FROM lead_details WHERE id = ? AND found;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now): each
+-- lead's details as /crm/v1.1/leads/{id} serves them, by the list's Id (a 404 is no record).
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `leads_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO leads_as_of(v) AS TABLE
+SELECT id AS key, record FROM lead_details_at(v) WHERE found;

@@ -37,3 +37,12 @@ FROM manuals;
 -- The answer the read API gives: every listing item, in key order (S3's listing order).
 SELECT '{"success":true,"data":[' || coalesce(string_agg(record::VARCHAR, ',' ORDER BY key), '') || ']}'
 FROM manuals;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now), by
+-- object key.
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `manuals_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO manuals_as_of(v) AS TABLE
+SELECT key, record FROM manuals_at(v);

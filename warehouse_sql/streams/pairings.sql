@@ -140,3 +140,12 @@ SELECT relationship_id, rel_type, record FROM pairings ORDER BY relationship_id;
 -- name: served_skus
 -- The SKUs each pairing names, for the list's `sku` filter.
 SELECT relationship_id, sku FROM pairing_products WHERE sku IS NOT NULL;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now), by
+-- relationshipId.
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `pairings_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO pairings_as_of(v) AS TABLE
+SELECT relationship_id::VARCHAR AS key, record FROM pairings_at(v);

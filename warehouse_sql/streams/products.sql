@@ -62,3 +62,22 @@ SELECT sku, unit_type, record FROM catalog_items ORDER BY sku;
 SELECT unit_type, sku, series_name, family_name, brand, record
 FROM units
 ORDER BY unit_type, sku;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now): each
+-- SKU's unit record as /products/v2.0/units/{sku} serves it (a SKU listed under two types is
+-- the first type's, in the order the spec lists the types).
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `products_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO products_as_of(v) AS TABLE
+SELECT sku AS key, record
+FROM units_at(v)
+QUALIFY row_number() OVER (
+    PARTITION BY sku
+    ORDER BY list_position(
+        ['indoor-units', 'outdoor-units', 'branch-controllers', 'branch-boxes', 'ventilation',
+         'accessories'],
+        unit_type
+    )
+) = 1;

@@ -154,3 +154,12 @@ SELECT count(*), count(*) FILTER (found) FROM submittals;
 -- name: served
 -- The submittals found, by the (idu, odu) a request names.
 SELECT idu, odu, record FROM submittals WHERE found;
+
+-- name: as_of
+-- The stream's records as the changes feed carries them, at publish `v` (NULL: now): each
+-- submittal found, keyed "<idu>|<odu>" (an absent side empty); a 404 is no record.
+-- Created at every publish, after the macros of its tables (`<table>_at(v)`, made by the
+-- publish from the history it keeps); an analyst asks `submittals_as_of(publish_seq(TIMESTAMPTZ
+-- '...'))`.
+CREATE OR REPLACE MACRO submittals_as_of(v) AS TABLE
+SELECT request_key AS key, record FROM submittals_at(v) WHERE found;

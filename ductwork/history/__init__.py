@@ -1,0 +1,1 @@
+"""What the mirror remembers: every version it published, and every change of every stream."""

@@ -1,0 +1,218 @@
+"""The changes feed of a stream, read from a snapshot's history (no Dagster, no web framework):
+the read API and ``ductwork changes`` both answer through it.
+
+A walk is pinned to one publish (the one current at its first page): without ``since`` it lists
+every record of that publish as an upsert; with ``since`` the net change of every key between
+the token's publish and the pinned one, each key once in its final state. Entries are ordered by
+(version, key), where a version is the publish that last changed the key (no earlier than the
+oldest publish kept). Tokens are opaque, carry a check keyed with the mirror's name, and stay
+valid for as long as the history they point into is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+
+from ductwork.contract.encoding import format_datetime
+from warehouse_sql import fill, section
+
+TOKEN_FORMAT = 1
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 10_000
+
+
+class InvalidToken(ValueError):
+    """A token this mirror did not issue, or a malformed one."""
+
+
+class HistoryGone(LookupError):
+    """The token points into history no longer kept; ``oldest`` is the oldest instant kept."""
+
+    def __init__(self, oldest: datetime) -> None:
+        super().__init__(f"history before {format_datetime(oldest)} is no longer kept")
+        self.oldest = oldest
+
+
+@dataclass(frozen=True)
+class Publish:
+    """One publish of the history: its sequence number, snapshot version and time."""
+
+    seq: int
+    version: str
+    published_at: datetime
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a walk stands: since which publish (None: the initial load), pinned to which
+    publish (None: not yet pinned, the current one is taken), after which (version, key)."""
+
+    stream: str
+    since: int | None
+    pin: int | None = None
+    after: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of a page: ``record`` is the record's JSON as stored (None for a delete)."""
+
+    op: str
+    key: str
+    version: str
+    changed_at: datetime
+    record: str | None
+
+
+@dataclass(frozen=True)
+class FeedPage:
+    """A page of a walk: its changes, the token that continues it, and the publish it is
+    pinned to."""
+
+    changes: list[Change]
+    next_token: str
+    has_more: bool
+    pinned: Publish
+
+
+def publishes(con: duckdb.DuckDBPyConnection) -> list[Publish]:
+    """Every publish the snapshot's history keeps, oldest first."""
+    rows = con.execute(section("history_feed", "publishes")).fetchall()
+    return [Publish(seq, version, at.astimezone(UTC)) for seq, version, at in rows]
+
+
+def mirror_id(con: duckdb.DuckDBPyConnection) -> str:
+    """The mirror's name, with which its tokens are checked."""
+    rows = con.execute(section("history", "mirror_id")).fetchall()
+    return rows[0][0] if rows else ""
+
+
+def encode_token(position: Position, mirror: str) -> str:
+    """The opaque token of ``position``."""
+    payload = {"f": TOKEN_FORMAT, "s": position.stream, "a": position.since, "p": position.pin}
+    if position.after is not None:
+        payload["k"] = list(position.after)
+    body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode())
+    text = body.decode().rstrip("=")
+    return f"{text}.{_check(text, mirror)}"
+
+
+def decode_token(token: str, mirror: str) -> Position:
+    """The position a token names; InvalidToken if this mirror did not issue it."""
+    text, dot, check = token.partition(".")
+    if not dot or not text or _check(text, mirror) != check:
+        raise InvalidToken("not a token of this mirror")
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if payload.get("f") != TOKEN_FORMAT:
+            raise InvalidToken("a token of another format")
+        after = payload.get("k")
+        position = Position(
+            stream=str(payload["s"]),
+            since=_optional_int(payload.get("a")),
+            pin=_optional_int(payload.get("p")),
+            after=None if after is None else (int(after[0]), str(after[1])),
+        )
+    except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as exc:
+        raise InvalidToken("a malformed token") from exc
+    return position
+
+
+def _optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidToken("a malformed token")
+    return value
+
+
+def _check(text: str, mirror: str) -> str:
+    return hashlib.blake2b(text.encode(), key=mirror.encode()[:64], digest_size=9).hexdigest()
+
+
+def read_page(
+    con: duckdb.DuckDBPyConnection,
+    stream: str,
+    stream_sql: str,
+    position: Position,
+    limit: int = DEFAULT_LIMIT,
+) -> FeedPage:
+    """One page of ``stream``'s walk from ``position``, on a snapshot's connection.
+
+    HistoryGone when the position needs publishes no longer kept; a position ahead of this
+    snapshot's history (a token from a replica that is further on) is caught up."""
+    kept = publishes(con)
+    mirror = mirror_id(con)
+    if not kept:
+        raise HistoryGone(datetime.fromtimestamp(0).astimezone())
+    by_seq = {publish.seq: publish for publish in kept}
+    oldest, head = kept[0], kept[-1]
+    pin = head.seq if position.pin is None else position.pin
+    if pin > head.seq:  # pinned on a publish this snapshot does not know yet
+        return FeedPage([], encode_token(position, mirror), False, head)
+    if pin < oldest.seq or (position.since is not None and position.since < oldest.seq):
+        raise HistoryGone(oldest.published_at)
+    if position.since is not None and position.since >= pin:
+        caught_up = Position(stream, max(position.since, pin))
+        return FeedPage([], encode_token(caught_up, mirror), False, by_seq[pin])
+    after_version, after_key = position.after or (-1, "")
+    params = {
+        "stream": stream,
+        "since": position.since,
+        "pin": pin,
+        "oldest": oldest.seq,
+        "after_version": after_version,
+        "after_key": after_key,
+        "limit": limit + 1,
+    }
+    if position.since is None:
+        statement = "current" if pin == head.seq else "loaded_at"
+    else:
+        statement = "changed"
+    listed = _run(con, _feed_statement(statement, stream_sql), params).fetchall()
+    more = len(listed) > limit
+    listed = listed[:limit]
+    keys = [key for key, _ in listed]
+    records = _records(con, stream_sql, keys, None if pin == head.seq else pin)
+    changes = []
+    for key, version in listed:
+        publish = by_seq.get(version, oldest)
+        record = records.get(key)
+        op = "upsert" if record is not None else "delete"
+        changes.append(Change(op, key, publish.version, publish.published_at, record))
+    if more:
+        last_key, last_version = listed[-1]
+        next_position = Position(stream, position.since, pin, (last_version, last_key))
+    else:
+        next_position = Position(stream, pin)
+    return FeedPage(changes, encode_token(next_position, mirror), more, by_seq[pin])
+
+
+def _run(
+    con: duckdb.DuckDBPyConnection, statement: str, params: dict[str, object]
+) -> duckdb.DuckDBPyConnection:
+    """Run ``statement`` with the parameters it names (DuckDB refuses any other)."""
+    return con.execute(statement, {k: v for k, v in params.items() if f"${k}" in statement})
+
+
+def _feed_statement(name: str, stream_sql: str) -> str:
+    """A statement of ``history_feed.sql``, on the stream's ``<stream>_as_of`` macro."""
+    return fill(section("history_feed", name), records=f"{stream_sql}_as_of")
+
+
+def _records(
+    con: duckdb.DuckDBPyConnection, stream_sql: str, keys: list[str], pin: int | None
+) -> dict[str, str]:
+    """The records of ``keys`` at publish ``pin`` (None: the snapshot's own), by key; a key
+    without a record then is missing."""
+    if not keys:
+        return {}
+    rows = _run(con, _feed_statement("records", stream_sql), {"pin": pin, "keys": keys})
+    return {key: record for key, record in rows.fetchall()}

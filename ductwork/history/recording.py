@@ -1,0 +1,284 @@
+"""What a publish adds to the mirror's memory, in the warehouse's ``history`` schema, before the
+warehouse is copied into the new snapshot (so every snapshot carries the history up to itself).
+
+For every table a stream writes, the rows that changed or went since the last publish: their
+content as that publish had it (read from its snapshot) becomes a closed version, valid from
+the publish that made it to this one; each current row keeps the publish since which it is as
+it is. For every stream, the keys whose record (the JSON the feed carries) changed or went are
+logged against this publish. Versions older than the history kept are dropped, never a current
+row.
+
+If the warehouse's history does not end at the current snapshot's publish (a publish that
+failed after recording it), it is first brought back to that snapshot's own.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+
+from ductwork.streams.model import Table
+from ductwork.streams.registry import STREAMS
+from warehouse_sql import quote_identifier, section, stream_section
+
+PREVIOUS = "previous_snapshot"
+# Columns that say when the sync wrote a row, not what the upstream holds: no change of theirs
+# makes a version.
+RUN_TIME_COLUMNS = frozenset({"synced_at"})
+# Shared tables of the history schema (the rest are one pair per stream table).
+SHARED = ("publishes", "mirror", "feed_state", "feed_log")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a publish recorded: its sequence number, and the changes it logged."""
+
+    seq: int
+    changes: int
+
+
+def history_name(table: str) -> str:
+    """The table of ``table``'s closed versions, in the ``history`` schema."""
+    return f"history.{quote_identifier(table)}"
+
+
+def since_name(table: str) -> str:
+    """The table of the publish since which each current row of ``table`` is as it is."""
+    return f"history.{quote_identifier(table + '__since')}"
+
+
+def kept_tables() -> list[Table]:
+    """Every table a stream writes, each once: the tables whose rows are versioned."""
+    found: dict[str, Table] = {}
+    for stream in STREAMS:
+        for table in stream.tables:
+            found.setdefault(table.name, table)
+    return list(found.values())
+
+
+def record_publish(
+    con: duckdb.DuckDBPyConnection,
+    live: Path | None,
+    version: str,
+    published_at: datetime,
+    keep: timedelta,
+) -> Recorded:
+    """Record a publish of ``version`` (the warehouse as ``con`` holds it) against ``live``,
+    the current snapshot's file (None before the first publish), in one transaction."""
+    if live is not None:
+        con.execute(f"ATTACH ? AS {PREVIOUS} (READ_ONLY)", [str(live)])
+    try:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            _follow_live_history(con, live is not None)
+            seq = _next_seq(con)
+            _ensure_mirror_id(con)
+            for table in kept_tables():
+                _version_rows(con, table, seq, live is not None)
+                con.execute(table_macro(table, _columns(con, table.name)))
+            con.execute(section("history", "macros"))
+            for stream in STREAMS:
+                con.execute(stream_section(stream.sql, "as_of"))
+            changes = sum(_log_feed(con, stream.name, stream.sql, seq) for stream in STREAMS)
+            con.execute(section("history", "record_publish"), [seq, version, published_at])
+            _prune(con, published_at - keep)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        if live is not None:
+            con.execute(f"DETACH {PREVIOUS}")
+    return Recorded(seq, changes)
+
+
+def _next_seq(con: duckdb.DuckDBPyConnection) -> int:
+    head = con.execute(section("history", "head")).fetchall()
+    return head[0][0] + 1 if head else 1
+
+
+def _ensure_mirror_id(con: duckdb.DuckDBPyConnection) -> None:
+    if not con.execute(section("history", "mirror_id")).fetchall():
+        con.execute(section("history", "set_mirror_id"), [secrets.token_hex(16)])
+
+
+def _history_tables(con: duckdb.DuckDBPyConnection, database: str) -> list[str]:
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = "
+        "'history'",
+        [database],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _follow_live_history(con: duckdb.DuckDBPyConnection, has_live: bool) -> None:
+    """Make the warehouse's history the current snapshot's, unless it already ends there."""
+    head = con.execute(section("history", "head")).fetchall()
+    live_head = (
+        con.execute(f"SELECT seq, version FROM {PREVIOUS}.history.publishes ORDER BY seq DESC "
+                    "LIMIT 1").fetchall()
+        if has_live and "publishes" in _history_tables(con, PREVIOUS)
+        else []
+    )  # fmt: skip
+    if head == live_head:
+        return
+    for table in _history_tables(con, current_database(con)):
+        con.execute(f"DROP TABLE history.{quote_identifier(table)}")
+    con.execute(section("history", "tables"))
+    if not live_head:
+        return
+    for table in _history_tables(con, PREVIOUS):
+        name = quote_identifier(table)
+        if table in SHARED:
+            con.execute(f"INSERT INTO history.{name} SELECT * FROM {PREVIOUS}.history.{name}")
+        else:
+            con.execute(f"CREATE TABLE history.{name} AS SELECT * FROM {PREVIOUS}.history.{name}")
+
+
+def current_database(con: duckdb.DuckDBPyConnection) -> str:
+    """The name of the database ``con`` uses."""
+    return con.execute("SELECT current_database()").fetchall()[0][0]
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    rows = con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
+        [table],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def row_hash(columns: list[str], alias: str = "") -> str:
+    """The expression hashing a row's content (run-time columns left out)."""
+    prefix = f"{alias}." if alias else ""
+    content = [f"{prefix}{quote_identifier(c)}" for c in columns if c not in RUN_TIME_COLUMNS]
+    return f"hash({', '.join(content)})"
+
+
+def key_columns(table: Table) -> tuple[str, ...]:
+    """The columns that identify a row across versions: the table's key, or, for a table
+    without one, the row's hash."""
+    return table.key or ("row_hash",)
+
+
+def _version_rows(con: duckdb.DuckDBPyConnection, table: Table, seq: int, has_live: bool) -> None:
+    """Close the versions of ``table``'s rows that changed or went, and mark the new ones."""
+    columns = _columns(con, table.name)
+    name, history, since = (
+        quote_identifier(table.name),
+        history_name(table.name),
+        since_name(table.name),
+    )
+    keys = key_columns(table)
+    quoted_keys = [quote_identifier(k) for k in table.key]
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {history} AS "
+        f"SELECT *, NULL::BIGINT AS valid_from, NULL::BIGINT AS valid_to FROM main.{name} LIMIT 0"
+    )
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {since} AS SELECT "
+        + "".join(f"{k}, " for k in quoted_keys)
+        + f"{row_hash(columns)} AS row_hash, NULL::BIGINT AS since FROM main.{name} LIMIT 0"
+    )
+    selected = "".join(f"{k}, " for k in quoted_keys)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE now_rows AS "
+        f"SELECT {selected}{row_hash(columns)} AS row_hash FROM main.{name}"
+    )
+    match = " AND ".join(f"n.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE ended_rows AS SELECT s.* FROM {since} AS s "
+        f"WHERE NOT EXISTS (SELECT 1 FROM now_rows AS n WHERE {match} "
+        f"AND n.row_hash = s.row_hash)"
+    )
+    if has_live and table.name in _main_tables(con, PREVIOUS):
+        if table.key:
+            joined = " AND ".join(f"p.{k} = e.{k}" for k in quoted_keys)
+        else:
+            joined = f"{row_hash(columns, 'p')} = e.row_hash"
+        con.execute(
+            f"INSERT INTO {history} BY NAME SELECT p.*, e.since AS valid_from, "
+            f"$seq AS valid_to FROM {PREVIOUS}.main.{name} AS p JOIN ended_rows AS e ON {joined}",
+            {"seq": seq},
+        )
+    ended = " AND ".join(f"e.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys)
+    con.execute(
+        f"DELETE FROM {since} AS s WHERE EXISTS (SELECT 1 FROM ended_rows AS e WHERE {ended})"
+    )
+    kept = " AND ".join(f"s.{quote_identifier(k)} = n.{quote_identifier(k)}" for k in keys)
+    con.execute(
+        f"INSERT INTO {since} SELECT n.*, $seq FROM now_rows AS n "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {since} AS s WHERE {kept})",
+        {"seq": seq},
+    )
+
+
+def table_macro(table: Table, columns: list[str]) -> str:
+    """``<table>_at(v)``: the table's rows at publish ``v`` (NULL: now), from its closed
+    versions and its current rows that were already so then."""
+    name = quote_identifier(table.name)
+    macro = quote_identifier(f"{table.name}_at")
+    since = since_name(table.name)
+    if table.key:
+        match = " AND ".join(
+            f"s.{quote_identifier(k)} = t.{quote_identifier(k)}" for k in table.key
+        )
+    else:
+        match = f"s.row_hash = {row_hash(columns, 't')}"
+    return (
+        f"CREATE OR REPLACE MACRO {macro}(v) AS TABLE "
+        f"SELECT * FROM main.{name} WHERE v IS NULL "
+        f"UNION ALL BY NAME "
+        f"SELECT * EXCLUDE (valid_from, valid_to) FROM {history_name(table.name)} "
+        f"WHERE v IS NOT NULL AND valid_from <= v AND v < valid_to "
+        f"UNION ALL BY NAME "
+        f"SELECT t.* FROM main.{name} AS t "
+        f"WHERE v IS NOT NULL AND EXISTS (SELECT 1 FROM {since} AS s WHERE {match} "
+        f"AND s.since <= v)"
+    )
+
+
+def _main_tables(con: duckdb.DuckDBPyConnection, database: str) -> set[str]:
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'",
+        [database],
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
+def _log_feed(con: duckdb.DuckDBPyConnection, stream: str, stream_sql: str, seq: int) -> int:
+    """Log the keys of ``stream`` whose record changed or went; returns how many."""
+    macro = quote_identifier(f"{stream_sql}_as_of")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE feed_now AS "
+        f"SELECT key, hash(record::VARCHAR) AS record_hash FROM {macro}(NULL)"
+    )
+    before = _logged(con, seq, stream)
+    con.execute(section("history", "feed_now"), {"stream": stream, "seq": seq})
+    logged = _logged(con, seq, stream) - before
+    for step in ("feed_state_forget", "feed_state_add"):
+        con.execute(section("history", step), {"stream": stream, "seq": seq})
+    return logged
+
+
+def _logged(con: duckdb.DuckDBPyConnection, seq: int, stream: str) -> int:
+    return con.execute(
+        "SELECT count(*) FROM history.feed_log WHERE seq = ? AND stream = ?", [seq, stream]
+    ).fetchall()[0][0]
+
+
+def _prune(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> None:
+    """Drop what no instant after the cutoff needs: publishes before the oldest kept, changes
+    up to it, and row versions that ended by then."""
+    oldest = con.execute(section("history", "oldest_kept"), [cutoff]).fetchall()[0][0]
+    if oldest is None:
+        return
+    con.execute(section("history", "prune_publishes"), [oldest])
+    con.execute(section("history", "prune_feed_log"), [oldest])
+    for table in kept_tables():
+        con.execute(f"DELETE FROM {history_name(table.name)} WHERE valid_to <= ?", [oldest])

@@ -1,0 +1,144 @@
+"""The mirror's own surface, ``/_ductwork/v1``: the changes feed of every stream.
+
+Errors are Problems (RFC 9457), whatever the stream's family: 400 for a bad parameter or a
+token this mirror did not issue, 404 for an unknown stream, 410 for history no longer kept.
+A key needs the scope of the stream's family.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from ductwork.contract.encoding import dumps, format_datetime
+from ductwork.contract.errors import (
+    ApiError,
+    ErrorCode,
+    history_unavailable,
+    invalid,
+    not_found,
+)
+from ductwork.contract.params import read_int
+from ductwork.history import feed
+from ductwork.keys import SCOPE_OF, ApiKey
+from ductwork.streams.model import Stream
+from ductwork.streams.registry import STREAMS
+from serve import openapi_schemas as schemas
+from serve.deps import require_key, serving_state
+from serve.live_snapshot import ServingState
+from serve.openapi_docs import PROBLEM_ERRORS, answer
+
+PREFIX = "/_ductwork/v1"
+NDJSON = "application/x-ndjson"
+MAX_WAIT_S = 60
+router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=PROBLEM_ERRORS)
+STREAM_NAMES = {stream.name: stream for stream in STREAMS}
+
+
+def stream_named(name: str) -> Stream:
+    """The stream of that name; 404 (a Problem) otherwise."""
+    found = STREAM_NAMES.get(name)
+    if found is None:
+        raise not_found(f"No stream {name[:80]!r}")
+    return found
+
+
+def require_scope(key: ApiKey, stream: Stream) -> None:
+    """403 unless the key holds the scope of the stream's family."""
+    scope = SCOPE_OF[stream.family]
+    if scope not in key.scopes:
+        raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {scope!r} scope")
+
+
+@router.get(
+    "/changes/{stream}",
+    summary="What changed in a stream: every record at first, then net changes since a token",
+    description=(
+        "Without `since`: every current record as an `upsert`, then `next`. With `since`: "
+        "the net change of every key since the token's snapshot, each key once in its final "
+        "state. While `hasMore`, `next` continues the same walk, pinned to the snapshot of its "
+        "first page; entries are ordered by (`version`, `key`). `wait` (seconds, 0 to 60) holds "
+        "an answer with nothing new until a newer snapshot is published. "
+        "`Accept: application/x-ndjson` gives one JSON object per line, `next` and `hasMore` "
+        "last. A token older than the history kept is a 410 naming the oldest instant kept."
+    ),
+    responses=answer(schemas.CHANGES),
+)
+async def changes(
+    request: Request,
+    stream: str,
+    key: Annotated[ApiKey, Depends(require_key)],
+    since: Annotated[str | None, Query(description="A token from an earlier answer.")] = None,
+    limit: Annotated[str | None, Query(description="Changes per page, 1 to 10000.")] = None,
+    wait: Annotated[str | None, Query(description="Seconds to hold, 0 to 60.")] = None,
+) -> Response:
+    found = stream_named(stream)
+    require_scope(key, found)
+    size = read_int("limit", limit, feed.DEFAULT_LIMIT, 1, feed.MAX_LIMIT)
+    hold_s = read_int("wait", wait, 0, 0, MAX_WAIT_S)
+    state = await serving_state(request)
+    page = await _page(state, found, since, size)
+    if hold_s and not page.changes and not page.has_more:
+        newer = await request.app.state.live.wait_for_newer(state.version, hold_s)
+        if newer is not None:
+            page = await _page(newer, found, since, size)
+    if NDJSON in request.headers.get("accept", ""):
+        return Response(content=_ndjson(page), media_type=NDJSON)
+    return Response(content=_json(found.name, since, page), media_type="application/json")
+
+
+async def _page(state: ServingState, stream: Stream, since: str | None, size: int) -> feed.FeedPage:
+    """One page of the walk, read in a worker thread from ``state``'s snapshot."""
+
+    def read() -> feed.FeedPage:
+        con = state.reader.cursor()
+        if since is None:
+            position = feed.Position(stream.name, None)
+        else:
+            try:
+                position = feed.decode_token(since, feed.mirror_id(con))
+            except feed.InvalidToken as exc:
+                raise invalid("since", f"since is not a token of this mirror ({exc})") from None
+            if position.stream != stream.name:
+                raise invalid("since", "since is a token of another stream")
+        try:
+            return feed.read_page(con, stream.name, stream.sql, position, size)
+        except feed.HistoryGone as gone:
+            raise history_unavailable(format_datetime(gone.oldest)) from None
+
+    return await run_in_threadpool(read)
+
+
+def _entry(change: feed.Change) -> bytes:
+    head = dumps(
+        {
+            "op": change.op,
+            "key": change.key,
+            "version": change.version,
+            "changedAt": format_datetime(change.changed_at),
+        }
+    )
+    record = b"null" if change.record is None else change.record.encode()
+    return head[:-1] + b',"record":' + record + b"}"
+
+
+def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
+    head = dumps(
+        {
+            "stream": stream,
+            "since": since,
+            "next": page.next_token,
+            "hasMore": page.has_more,
+            "snapshot": page.pinned.version,
+        }
+    )
+    entries = b",".join(_entry(change) for change in page.changes)
+    return head[:-1] + b',"changes":[' + entries + b"]}"
+
+
+def _ndjson(page: feed.FeedPage) -> bytes:
+    lines = [_entry(change) for change in page.changes]
+    lines.append(dumps({"next": page.next_token, "hasMore": page.has_more}))
+    return b"\n".join(lines) + b"\n"

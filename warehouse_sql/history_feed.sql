@@ -1,0 +1,53 @@
+-- Reading the changes feed from a snapshot's history (see ductwork/history/feed.py). `{records}`
+-- is a stream's `<stream>_as_of` macro; a walk is pinned to publish `$pin` and lists entries by
+-- (version, key) after `($after_version, $after_key)`, `$limit` at a time. A version is the
+-- publish that last changed a key, no earlier than the oldest publish kept (`$oldest`): the log
+-- of changes up to it is dropped.
+
+-- name: publishes
+SELECT seq, version, published_at FROM history.publishes ORDER BY seq;
+
+-- name: current
+-- The initial load, pinned to the newest publish: every current record of the stream.
+SELECT key, version FROM (
+    SELECT key, greatest(since, $oldest) AS version
+    FROM history.feed_state
+    WHERE stream = $stream
+)
+WHERE (version, key) > ($after_version, $after_key)
+ORDER BY version, key
+LIMIT $limit;
+
+-- name: loaded_at
+-- The initial load, pinned to an older publish: the keys it had, each with the last change at
+-- or before it.
+SELECT key, version FROM (
+    SELECT r.key, greatest(coalesce(l.version, $oldest), $oldest) AS version
+    FROM {records}($pin) AS r
+    LEFT JOIN (
+        SELECT key, max(seq) AS version
+        FROM history.feed_log
+        WHERE stream = $stream AND seq <= $pin
+        GROUP BY key
+    ) AS l ON l.key = r.key
+)
+WHERE (version, key) > ($after_version, $after_key)
+ORDER BY version, key
+LIMIT $limit;
+
+-- name: changed
+-- The net change between publishes `$since` and `$pin`: every key changed in between, with its
+-- last change.
+SELECT key, version FROM (
+    SELECT key, max(seq) AS version
+    FROM history.feed_log
+    WHERE stream = $stream AND seq > $since AND seq <= $pin
+    GROUP BY key
+)
+WHERE (version, key) > ($after_version, $after_key)
+ORDER BY version, key
+LIMIT $limit;
+
+-- name: records
+-- The records of the keys `$keys` at publish `$pin` (NULL: the snapshot's own).
+SELECT key, record::VARCHAR FROM {records}($pin) WHERE key IN (SELECT unnest($keys::VARCHAR[]));
