@@ -18,6 +18,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import timedelta
 from email.utils import format_datetime as http_date
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -185,7 +186,9 @@ def _instant(text: str, name: str) -> Any:
         moment = None
     if moment is None or moment.tzinfo is None:
         raise BadInstant(f"{text[:80]!r} is not an HTTP-date")
-    return moment
+    # An HTTP-date names a whole second: the publish current at its end, so that a
+    # Memento-Datetime sent back as Accept-Datetime names the same publish again.
+    return moment + timedelta(seconds=1) - timedelta(microseconds=1)
 
 
 def _with_memento(send: Callable, publish: Publish) -> Callable:

@@ -1,0 +1,204 @@
+"""What the mirror remembers, publish by publish, on real DuckDB files: the changes feed's net
+changes (changed back, deleted and re-added), a walk that spans a publish, the past rebuilt
+from a later snapshot's history, pruning and its 410, and tokens this mirror did not issue.
+
+Unit tests of the history's core: rows are written into a warehouse directly and published with
+``snapshots.publish``, as the publish step does, without a sync around them. The feed and the
+past as users reach them (``ductwork serve``, the sandbox, real syncs) are tested in
+``tests/test_mirror_memory.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ductwork import snapshots
+from ductwork.history import feed
+from ductwork.history.past import BeforeHistory, publish_at, rebuild
+from ductwork.streams.registry import PAIRINGS
+from ductwork.warehouse.schema import schema_sql
+
+STREAM = PAIRINGS.name
+
+
+class Mirror:
+    """A warehouse of pairings only, published by hand."""
+
+    def __init__(self, folder: Path) -> None:
+        self.snapshots = folder / "snapshots"
+        self.con = duckdb.connect(str(folder / "warehouse.duckdb"))
+        self.con.execute(schema_sql())
+
+    def put(self, relationship_id: int, record: str) -> None:
+        self.con.execute("DELETE FROM pairings WHERE relationship_id = ?", [relationship_id])
+        self.con.execute(
+            "INSERT INTO pairings VALUES (?, 'Pairing', now(), ?, now())", [relationship_id, record]
+        )
+
+    def drop(self, relationship_id: int) -> None:
+        self.con.execute("DELETE FROM pairings WHERE relationship_id = ?", [relationship_id])
+
+    def publish(self, keep: timedelta = timedelta(days=90)) -> snapshots.Snapshot:
+        return snapshots.publish(self.con, self.snapshots, keep).snapshot
+
+    def walk(self, since: str | None, limit: int = 1000) -> tuple[list[feed.Change], str]:
+        """The whole walk from ``since`` on the current snapshot: its changes and the token
+        that follows it."""
+        _, con = snapshots.open_current(self.snapshots)
+        with con:
+            mirror = feed.mirror_id(con)
+            position = (
+                feed.Position(STREAM, None) if since is None else feed.decode_token(since, mirror)
+            )
+            found: list[feed.Change] = []
+            while True:
+                page = feed.read_page(con, STREAM, PAIRINGS.sql, position, limit)
+                found += page.changes
+                if not page.has_more:
+                    return found, page.next_token
+                position = feed.decode_token(page.next_token, mirror)
+
+
+def state_of(changes: list[feed.Change], start: dict[str, str] | None = None) -> dict[str, str]:
+    """What a consumer holds after applying ``changes`` to ``start``."""
+    held = dict(start or {})
+    for change in changes:
+        if change.op == "delete":
+            held.pop(change.key, None)
+        else:
+            assert change.record is not None
+            held[change.key] = change.record
+    return held
+
+
+def test_the_feed_gives_every_record_then_each_net_change_once_in_its_final_state(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path)
+    for number in range(1, 6):
+        mirror.put(number, f'{{"relationshipId":{number},"n":0}}')
+    mirror.publish()
+    loaded, token = mirror.walk(None)
+    assert [c.op for c in loaded] == ["upsert"] * 5
+    held = state_of(loaded)
+
+    mirror.put(1, '{"relationshipId":1,"n":1}')  # changed
+    mirror.put(2, '{"relationshipId":2,"n":1}')  # changed, then changed back below
+    mirror.drop(3)  # deleted
+    mirror.drop(4)  # deleted, then re-added below
+    mirror.put(6, '{"relationshipId":6,"n":0}')  # added
+    mirror.publish()
+    mirror.put(2, '{"relationshipId":2,"n":0}')
+    mirror.put(4, '{"relationshipId":4,"n":9}')
+    mirror.publish()
+
+    changes, _ = mirror.walk(token)
+    keys = [change.key for change in changes]
+    assert len(keys) == len(set(keys)), "each key at most once"
+    assert "5" not in keys  # untouched
+    assert {c.key: c.op for c in changes if c.key != "2"} == {
+        "1": "upsert", "3": "delete", "4": "upsert", "6": "upsert"
+    }  # fmt: skip
+    now = {
+        str(n): r
+        for n, r in mirror.con.execute("SELECT relationship_id, record FROM pairings").fetchall()
+    }
+    assert state_of(changes, held) == now
+    versions = [(c.version, c.key) for c in changes]
+    assert versions == sorted(versions)  # ordered by (version, key)
+
+
+def test_a_walk_pinned_to_its_first_page_does_not_mix_in_a_publish_made_meanwhile(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path)
+    for number in range(1, 8):
+        mirror.put(number, f'{{"relationshipId":{number}}}')
+    first = mirror.publish()
+    _, con = snapshots.open_current(mirror.snapshots)
+    with con:
+        page = feed.read_page(con, STREAM, PAIRINGS.sql, feed.Position(STREAM, None), 3)
+    assert page.has_more and page.pinned.version == first.version
+
+    mirror.put(8, '{"relationshipId":8}')
+    mirror.put(1, '{"relationshipId":1,"later":true}')
+    mirror.publish()
+    rest, token = mirror.walk(page.next_token)
+    loaded = state_of([*page.changes, *rest])
+    assert sorted(loaded, key=int) == [str(n) for n in range(1, 8)]  # the pinned publish's keys
+    assert loaded["1"] == '{"relationshipId":1}'  # as pinned, not as changed since
+    after, _ = mirror.walk(token)  # the next walk brings what changed meanwhile
+    assert state_of(after, loaded)["1"] == '{"relationshipId":1,"later":true}'
+    assert "8" in state_of(after, loaded)
+
+
+def test_the_past_is_rebuilt_from_a_later_snapshots_history_as_it_was_published(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1,"v":"first"}')
+    mirror.put(2, '{"relationshipId":2,"v":"first"}')
+    first = mirror.publish()
+    mirror.put(1, '{"relationshipId":1,"v":"second"}')
+    mirror.drop(2)
+    mirror.put(3, '{"relationshipId":3,"v":"second"}')
+    second = mirror.publish()
+    with duckdb.connect(str(first.path), read_only=True) as old:
+        published = sorted(old.execute("SELECT * EXCLUDE (synced_at) FROM pairings").fetchall())
+    with duckdb.connect(str(second.path), read_only=True) as con:
+        kept = feed.publishes(con)
+    out = tmp_path / "rebuilt.duckdb"
+    rebuild(second.path, publish_at(kept, first.version), out)
+    with duckdb.connect(str(out), read_only=True) as rebuilt:
+        again = sorted(rebuilt.execute("SELECT * EXCLUDE (synced_at) FROM pairings").fetchall())
+        served = rebuilt.execute("SELECT version FROM snapshot_info").fetchall()
+    assert again == published
+    assert served == [(first.version,)]
+
+
+def test_history_older_than_the_days_kept_is_dropped_and_its_tokens_are_gone(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1}')
+    mirror.publish()
+    _, old_token = mirror.walk(None)
+    mirror.put(1, '{"relationshipId":1,"n":2}')
+    second = mirror.publish()
+    mirror.put(1, '{"relationshipId":1,"n":3}')
+    # Keeping next to nothing: what was current at the cutoff (the second publish) and the
+    # newest stay, and the version valid between them; the current row always does.
+    latest = mirror.publish(keep=timedelta(microseconds=1))
+    _, con = snapshots.open_current(mirror.snapshots)
+    with con:
+        kept = feed.publishes(con)
+        closed = con.execute('SELECT count(*) FROM history."pairings"').fetchall()[0][0]
+        with pytest.raises(feed.HistoryGone):
+            feed.read_page(
+                con, STREAM, PAIRINGS.sql, feed.decode_token(old_token, feed.mirror_id(con))
+            )
+        with pytest.raises(BeforeHistory):
+            publish_at(kept, kept[0].published_at - timedelta(seconds=1))
+    assert [publish.version for publish in kept] == [second.version, latest.version]
+    assert closed == 1
+    loaded, _ = mirror.walk(None)
+    assert state_of(loaded) == {"1": '{"relationshipId":1,"n":3}'}
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["", "garbage", "a.b", "eyJmIjoxfQ.0000", "eyJmIjoxLCJzIjoicGFpcmluZ3MiLCJhIjoxfQ.bad"],
+)
+def test_a_token_this_mirror_did_not_issue_is_refused_as_invalid(
+    tmp_path: Path, token: str
+) -> None:
+    mirror = Mirror(tmp_path)
+    mirror.put(1, "{}")
+    mirror.publish()
+    _, con = snapshots.open_current(mirror.snapshots)
+    with con, pytest.raises(feed.InvalidToken):
+        feed.decode_token(token, feed.mirror_id(con))
