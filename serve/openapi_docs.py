@@ -59,6 +59,7 @@ _MEANINGS = {
     401: "Missing or unknown API key.",
     403: "The key lacks the scope this path needs.",
     404: "Nothing has that key, or no such path.",
+    410: "History older than what the mirror keeps; `oldest` names the oldest instant kept.",
     429: "Too many requests; `Retry-After` says how many seconds to wait.",
     503: "No snapshot has been published yet (or the job queue cannot be reached).",
 }
@@ -90,6 +91,8 @@ PRODUCT_ERRORS = error_responses(schemas.PRODUCT_ERROR)
 WAREHOUSE_ERRORS = error_responses(schemas.WAREHOUSE_ERROR)
 PROBLEM_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON)
 OPS_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON, (401, 403, 429))
+# The mirror's own surface: Problems, and a 410 for history no longer kept.
+MIRROR_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON, (400, 401, 403, 404, 410, 429, 503))
 
 
 def _whitespace_class() -> str:
@@ -114,6 +117,9 @@ PARAMETER_SCHEMAS: dict[str, Schema] = {
     "category": {"type": "string", "enum": list(paths.UNIT_SLUGS)},
     "relType": {"type": "string", "enum": list(REL_TYPES)},
     "relationship_id": {"type": "integer", "minimum": -MAX_INTEGER, "maximum": MAX_INTEGER},
+    "stream": {"type": "string", "enum": [stream.name for stream in STREAMS]},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1000},
+    "wait": {"type": "integer", "minimum": 0, "maximum": 60, "default": 0},
     "updatedAfter": _DATE_TIME,
     "createdAfter": _DATE_TIME,
     "cursorCreatedDate": _DATE_TIME,
@@ -139,11 +145,53 @@ def _needs_key(path: str, public_docs: bool) -> bool:
     return mirror_surface or (paths.family_of(path) is not None and path not in OPEN_PATHS)
 
 
+PAST_PATH = "/_ductwork/v1/at/{instant}/{path}"
+
+
+def _past_operation() -> Schema:
+    """The past on the spec's paths, answered before routing (``serve.past``): documented here,
+    since no route of its own answers it."""
+    problems = {str(k): v for k, v in MIRROR_ERRORS.items()}
+    return {
+        "get": {
+            "tags": ["mirror"],
+            "summary": "Any spec GET path as the mirror served it at an instant",
+            "description": (
+                "`instant` is an RFC 3339 date-time (the snapshot current then) or a snapshot "
+                "version; `path` is a spec path with its query. The answer is the one the "
+                "mirror gave then: same status, body, paging, filters and errors, with "
+                "`Memento-Datetime`, `X-Snapshot-Version` and `Cache-Control: private, "
+                "immutable`. An instant after the newest snapshot answers as now; one before "
+                "the history kept is a 410. The spec's paths take `Accept-Datetime` "
+                "(an HTTP-date) to the same effect."
+            ),
+            "parameters": [
+                {"name": "instant", "in": "path", "required": True, "schema": {"type": "string"}},
+                {
+                    "name": "path",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "A spec GET path, without /.",
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "The path's answer as it was then.",
+                    "content": {JSON: {"schema": {"type": ["object", "array"]}}},
+                },
+                **problems,
+            },
+        }
+    }
+
+
 def build_document(app: FastAPI, public_docs: bool) -> Schema:
     """The app's OpenAPI document, completed with what the routes cannot say."""
     document = get_openapi(
         title=app.title, version=app.version, summary=app.summary, routes=app.routes
     )
+    document["paths"][PAST_PATH] = _past_operation()
     for path, path_item in document["paths"].items():
         for operation in path_item.values():
             responses = operation.setdefault("responses", {})

@@ -36,10 +36,12 @@ from ductwork.contract.errors import (
     invalid,
     no_such_path,
     render,
+    unauthorized,
 )
 from ductwork.contract.paths import PIM_IMAGE_SYNC, family_of
 from ductwork.history.feed import Publish
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at, rebuild
+from serve.deps import key_of
 from serve.live_snapshot import PAST_STATE, LiveSnapshot, ServingState, load_state
 from serve.stream_index import CACHE_BYTES
 
@@ -128,11 +130,19 @@ class PastRequests:
             await self.app(scope, receive, send)
             return
         asked = _asked(scope)
-        if asked is None:
+        reading = scope["method"] in ("GET", "HEAD")
+        if asked is None or (asked[0] is None and not reading):  # the routes answer it
             await self.app(scope, receive, send)
             return
         inner, instant_text, name = asked
+        if not reading:
+            refused = ApiError(
+                ErrorCode.METHOD_NOT_ALLOWED, "Only GET is supported", headers={"Allow": "GET"}
+            )
+            await _send_problem(refused, scope["path"], send)
+            return
         try:
+            _require_a_key(scope)
             state, publish = await self._state_for(instant_text, name)
         except ApiError as error:
             await _send_problem(error, scope["path"], send)
@@ -160,6 +170,17 @@ class PastRequests:
             return current, publish
         state = await run_in_threadpool(self.past.get, current, publish)
         return state, publish
+
+
+def _require_a_key(scope: Scope) -> None:
+    """401 unless the request presents an active key: nothing of the past is told to a caller
+    without one (the route that answers then checks the key's scope and its limit)."""
+    authorization = next(
+        (value.decode("latin-1") for name, value in scope["headers"] if name == b"authorization"),
+        "",
+    )
+    if key_of(scope["app"].state.keys, authorization) is None:
+        raise unauthorized()
 
 
 def _asked(scope: Scope) -> tuple[str | None, str, str] | None:

@@ -66,7 +66,7 @@ def test_every_integer_parameter_states_its_bounds(document: dict[str, Any]) -> 
                 assert schema["maximum"] == MAX_INTEGER
             if parameter["name"] == "count":
                 assert schema["maximum"] == MAX_COUNT
-    assert seen == {"page", "count", "relationship_id"}
+    assert seen == {"page", "count", "relationship_id", "limit", "wait"}
 
 
 @pytest.mark.parametrize(

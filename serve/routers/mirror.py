@@ -28,12 +28,12 @@ from ductwork.streams.registry import STREAMS
 from serve import openapi_schemas as schemas
 from serve.deps import require_key, serving_state
 from serve.live_snapshot import ServingState
-from serve.openapi_docs import PROBLEM_ERRORS, answer
+from serve.openapi_docs import MIRROR_ERRORS, answer
 
 PREFIX = "/_ductwork/v1"
 NDJSON = "application/x-ndjson"
 MAX_WAIT_S = 60
-router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=PROBLEM_ERRORS)
+router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=MIRROR_ERRORS)
 STREAM_NAMES = {stream.name: stream for stream in STREAMS}
 
 
