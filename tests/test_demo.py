@@ -50,6 +50,9 @@ def test_demo_prints_a_curl_line_that_answers_real_records_and_stops_everything(
         assert len(body["data"]) == 2
         assert all(record["sku"] and record["_links"]["self"]["href"] for record in body["data"])
 
+        key = next(line.split()[-1] for line in printed if line.strip().startswith("API key"))
+        readme_block_runs_against_the_demo(f"http://127.0.0.1:{api}", key)
+
         ui_line = next(line for line in printed if line.strip().startswith("Dagster UI"))
         ui_url = ui_line.split()[2]
         assert ui_url == f"http://127.0.0.1:{ui}"
@@ -68,3 +71,26 @@ def test_demo_prints_a_curl_line_that_answers_real_records_and_stops_everything(
         except httpx.ConnectError:
             continue
         raise AssertionError(f"something still listens on port {port} after the demo stopped")
+
+
+def readme_block_runs_against_the_demo(api_url: str, key: str) -> None:
+    """The README's "Try it against make demo" lines, pasted as they are but for the demo's
+    URL and key, each curl failing on an HTTP error."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    heading = readme.index("### Try it against `make demo`")
+    start = readme.index("```bash\n", heading) + len("```bash\n")
+    block = readme[start : readme.index("```", start)]
+    first, rest = block.split("\n", 1)
+    assert first.startswith("API=") and "KEY=" in first
+    script = "\n".join([
+        "set -euo pipefail",
+        'curl() { command curl --fail --max-time 30 "$@"; }',
+        f"API={api_url}; KEY={key}",
+        rest,
+    ])  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert '"changes":[' in done.stdout and "memento-datetime" in done.stdout.lower()
