@@ -61,6 +61,23 @@ def serving_share_target(mix: str) -> float:
 
 
 class Report:
+    def history(self) -> None:
+        """The mirror's memory (``bench.memory``): its figures in the summary, its section."""
+        found = self.found.history
+        if found is None:
+            return
+        from bench.memory import FIGURES, TARGETS, report
+
+        ratios = found.ratios()
+        for name, label in FIGURES.items():
+            self.verdict(
+                f"{label} ({found.scale})",
+                f"{ratios[name]:.2f}",
+                f"≤ {TARGETS[name]:g}",
+                ratios[name] <= TARGETS[name],
+            )
+        self.body += [*report(found), ""]
+
     def __init__(self, found: Findings, options: argparse.Namespace) -> None:
         self.found = found
         self.options = options
@@ -462,6 +479,7 @@ def render(found: Findings, options: argparse.Namespace, total_s: float, command
     report = Report(found, options)
     report.floors()
     report.memory()
+    report.history()
     report.incremental()
     report.peer()
     report.serving()

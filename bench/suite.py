@@ -280,6 +280,8 @@ class Findings:
     # "ductwork" or "ceiling" -> wrk's requests/s with the server pinned to core 0, wrk to 1
     pinned_saturation: dict[str, list[float]] = field(default_factory=dict)
     startup: dict[str, float] = field(default_factory=dict)
+    # The mirror's memory (``bench.memory``): its syncs, sizes and serving figures.
+    history: Any = None
     # Wall time of each part of the suite, for where its budget goes.
     part_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -655,6 +657,9 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument(
+        "--memory-syncs", type=int, default=30, help="syncs after 1 %% changed, for the history"
+    )
+    parser.add_argument(
         "--parts",
         choices=("all", "serving"),
         default="all",
@@ -668,6 +673,8 @@ def main() -> int:
         help="with --parts serving: serve this synced data folder at SCALE instead of syncing",
     )
     options = parser.parse_args()
+    from bench.memory import measure as measure_memory  # it imports this module
+
     if options.parts == "serving":
         return serving_only(options)
     os.chdir(ROOT)  # `uv run` finds the project from the working directory
@@ -687,6 +694,10 @@ def main() -> int:
                     # ductwork's own runs before the peer, which empties the file cache.
                     with suite.part(f"start-up floor and incremental runs ({scale})"):
                         suite.incremental(up, last.home)
+                    with suite.part(f"the mirror's memory ({scale})"):
+                        suite.found.history = measure_memory(
+                            up, group, last.home, suite.work, options.memory_syncs, 200
+                        )
                 with suite.part(f"serving ({scale})"):
                     suite.serving(group, last.home, scale)
                 if first:
@@ -747,11 +758,11 @@ def start_object_store(group: ProcessGroup) -> str:
                "-H", "127.0.0.1", "-p", str(s3_port)]  # fmt: skip
     wait_until_answering(s3_url, group.start(command))
     from assets.resources import ObjectStore
-    from sandbox.server import seed_manuals
+    from sandbox.server import seed_bucket
 
     s3 = ObjectStore(bucket=BUCKET, endpoint_url=s3_url).client()
     s3.create_bucket(Bucket=BUCKET)
-    seed_manuals(s3, BUCKET, 1, 40)
+    seed_bucket(s3, BUCKET, 1, 40)
     return s3_url
 
 

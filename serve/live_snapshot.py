@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 
 from ductwork import snapshots
-from ductwork.history.feed import Publish, publishes
+from ductwork.history.feed import Publish, mirror_id, publishes
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
@@ -48,8 +48,10 @@ class ServingState:
     lists: dict[str, PositionedList]  # the large lists, by stream name
     reader: SnapshotReader
     lease: snapshots.Lease
-    # The publishes its history keeps (oldest first; empty for a rebuilt past snapshot).
+    # The publishes its history keeps (oldest first; empty for a rebuilt past snapshot), and
+    # the mirror's name that checks its tokens.
     publishes: tuple[Publish, ...] = ()
+    mirror: str = ""
 
     @property
     def etag(self) -> str:
@@ -84,6 +86,7 @@ def load_state(
             reader=reader,
             lease=lease,
             publishes=tuple(publishes(con)) if with_history else (),
+            mirror=mirror_id(con) if with_history else "",
         )
     except BaseException:
         lease.release()

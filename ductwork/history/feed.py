@@ -143,13 +143,14 @@ def read_page(
     stream_sql: str,
     position: Position,
     limit: int = DEFAULT_LIMIT,
+    known: tuple[list[Publish], str] | None = None,
 ) -> FeedPage:
-    """One page of ``stream``'s walk from ``position``, on a snapshot's connection.
+    """One page of ``stream``'s walk from ``position``, on a snapshot's connection; ``known``
+    gives the snapshot's publishes and mirror name when the caller holds them already.
 
     HistoryGone when the position needs publishes no longer kept; a position ahead of this
     snapshot's history (a token from a replica that is further on) is caught up."""
-    kept = publishes(con)
-    mirror = mirror_id(con)
+    kept, mirror = known if known is not None else (publishes(con), mirror_id(con))
     if not kept:
         raise HistoryGone(datetime.fromtimestamp(0).astimezone())
     by_seq = {publish.seq: publish for publish in kept}

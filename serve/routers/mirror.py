@@ -98,13 +98,14 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
             position = feed.Position(stream.name, None)
         else:
             try:
-                position = feed.decode_token(since, feed.mirror_id(con))
+                position = feed.decode_token(since, state.mirror)
             except feed.InvalidToken as exc:
                 raise invalid("since", f"since is not a token of this mirror ({exc})") from None
             if position.stream != stream.name:
                 raise invalid("since", "since is a token of another stream")
         try:
-            return feed.read_page(con, stream.name, stream.sql, position, size)
+            known = (list(state.publishes), state.mirror)
+            return feed.read_page(con, stream.name, stream.sql, position, size, known)
         except feed.HistoryGone as gone:
             raise history_unavailable(format_datetime(gone.oldest)) from None
 

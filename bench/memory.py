@@ -1,0 +1,293 @@
+"""What the mirror's memory costs, at one scale, as users run it: ``ductwork sync`` and
+``ductwork serve`` as whole processes on a data folder on disk.
+
+1. a full sync, then ``--syncs`` incremental syncs each after 1 % of the digital assets and
+   the leads changed upstream; the warehouse with its history against the same warehouse
+   without it (both written afresh by DuckDB, so that neither counts free blocks);
+2. ``ductwork serve`` on that folder: a changes-feed page of 1000 changes against the current
+   list page of 1000 records, a page of 100 records as of the first publish against the same
+   current page, and a lookup as of the first publish against the current lookup; requests
+   one at a time on one connection, the two sides interleaved, medians over ``--requests``.
+   The first request to the first publish (which rebuilds it from the history, once per host)
+   is made before the timing and reported apart.
+
+    python -m bench.memory --scale medium          # what make bench runs as its memory part
+    python -m bench.memory --scale small --syncs 3 # a quick pass
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import duckdb
+import httpx
+
+from bench.suite import (
+    KEY,
+    LAUNCH,
+    ROOT,
+    Upstream,
+    create_key,
+    measured,
+    prepare_children_environment,
+    start_object_store,
+    upstream,
+)
+from ductwork import snapshots
+from ductwork.settings import HomeSettings, upstream_environment
+from pipelines.processes import ProcessGroup, wait_until_answering
+from sandbox.local_server import free_socket
+from warehouse_sql import quote_identifier
+
+BUCKET = "ductwork-bench"
+TARGETS = {"feed": 3.0, "as_of_page": 3.0, "as_of_lookup": 2.0, "size": 1.5}
+FIGURES = {
+    "feed": "changes-feed page of 1000 changes / current list page of 1000",
+    "as_of_page": "page of 100 as of an earlier publish / current page of 100",
+    "as_of_lookup": "lookup as of an earlier publish / current lookup",
+    "size": "warehouse with history / without, after the syncs",
+}
+
+
+@dataclass
+class MemoryFindings:
+    """What the memory part measured."""
+
+    scale: str = ""
+    syncs: list[float] = field(default_factory=list)  # seconds of each incremental sync
+    size_with: int = 0
+    size_without: int = 0
+    warehouse_file: int = 0
+    rebuild_s: float = 0.0
+    page_changes: int = 0  # in the feed page measured (1000 unless fewer changed)
+    # figure -> (ours: median ms, current: median ms)
+    latency: dict[str, tuple[float, float]] = field(default_factory=dict)
+    requests: int = 0
+
+    def ratios(self) -> dict[str, float]:
+        """Each figure's ratio, as its target states it."""
+        found = {name: ours / current for name, (ours, current) in self.latency.items()}
+        if self.size_without:
+            found["size"] = self.size_with / self.size_without
+        return found
+
+
+def sync(up: Upstream, home: Path, log: Path, *extra: str) -> float:
+    """``ductwork sync`` as a whole process; its seconds."""
+    env = {"DUCTWORK_HOME": str(home), **upstream_environment(up.url, KEY, up.s3_url, BUCKET)}
+    return measured([*LAUNCH, "ductwork", "sync", *extra], log, env, ROOT).seconds
+
+
+def sizes(warehouse: Path, work: Path) -> tuple[int, int]:
+    """The warehouse copied afresh with its history, and without (bytes)."""
+    found = []
+    for name, schemas in (("with", ("main", "history")), ("without", ("main",))):
+        target = work / f"size-{name}.duckdb"
+        target.unlink(missing_ok=True)
+        con = duckdb.connect()
+        con.execute("ATTACH ? AS source (READ_ONLY)", [str(warehouse)])
+        con.execute("ATTACH ? AS target", [str(target)])
+        for schema in schemas:
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS target.{schema}")
+            tables = con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'source' "
+                "AND schema_name = ?",
+                [schema],
+            ).fetchall()
+            for (table,) in tables:
+                name = f"{schema}.{quote_identifier(table)}"
+                con.execute(f"CREATE TABLE target.{name} AS SELECT * FROM source.{name}")
+        con.execute("CHECKPOINT target")
+        con.close()
+        found.append(target.stat().st_size)
+    return found[0], found[1]
+
+
+def timed(client: httpx.Client, url: str) -> float:
+    """One request's milliseconds (it must answer 200)."""
+    started = time.perf_counter()
+    answer = client.get(url)
+    spent = (time.perf_counter() - started) * 1000
+    assert answer.status_code == 200, (url, answer.status_code, answer.text[:200])
+    return spent
+
+
+def latencies(pairs: dict[str, tuple[list[str], list[str]]], key: str, requests: int) -> dict:
+    """Per figure, the median milliseconds of its two sides, interleaved request by request."""
+    found = {}
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
+        for name, (ours, current) in pairs.items():
+            spent: tuple[list[float], list[float]] = ([], [])
+            for index in range(requests):
+                spent[0].append(timed(client, ours[index % len(ours)]))
+                spent[1].append(timed(client, current[index % len(current)]))
+            found[name] = (statistics.median(spent[0]), statistics.median(spent[1]))
+    return found
+
+
+def measure(
+    up: Upstream, group: ProcessGroup, home: Path, work: Path, syncs: int, requests: int
+) -> MemoryFindings:
+    """The memory part on a synced data folder: ``syncs`` syncs after 1 % changed each, the
+    warehouse's sizes, and the figures against the publish that was current before them."""
+    found = MemoryFindings(scale=up.scale, requests=requests)
+    log = work / "children.log"
+    before = snapshots.current(HomeSettings(home=home).snapshots_dir)
+    assert before is not None, "the data folder has no published snapshot"
+    token = first_token(home, work)
+    stats = up.stats()
+    counts = {"assets_updated": stats["assets"] // 100, "leads_changed": stats["leads"] // 100}
+    for number in range(syncs):
+        up.mutate(counts)
+        found.syncs.append(sync(up, home, log))
+        print(f"[memory] sync {number + 1} after 1 % changed: {found.syncs[-1]:.1f}s", flush=True)
+    warehouse = HomeSettings(home=home).warehouse_path
+    found.warehouse_file = warehouse.stat().st_size
+    found.size_with, found.size_without = sizes(warehouse, work)
+    found.latency, found.rebuild_s, found.page_changes = serve_and_measure(
+        group, home, before.version, token, requests
+    )
+    return found
+
+
+def run(scale: str, syncs: int, requests: int, work: Path) -> MemoryFindings:
+    """The memory part alone: a sandbox of ``scale``, a full sync, then ``measure``."""
+    with ProcessGroup() as group:
+        s3_url = start_object_store(group)
+        with upstream(scale, group, s3_url) as up:
+            home = work / "home"
+            sync(up, home, work / "children.log")
+            return measure(up, group, home, work, syncs, requests)
+
+
+def first_token(home: Path, work: Path) -> str:
+    """The token that follows the initial load of the digital assets (``ductwork changes``)."""
+    out = work / "initial-load.ndjson"
+    with out.open("wb") as sink:
+        done = subprocess.run(
+            [*LAUNCH, "ductwork", "changes", "digital-assets", "--limit", "10000"],
+            cwd=ROOT, env={**os.environ, "DUCTWORK_HOME": str(home)},
+            stdout=sink, stderr=subprocess.PIPE, text=True, check=True,
+        )  # fmt: skip
+    out.unlink()
+    return done.stderr.strip().splitlines()[-1]
+
+
+def serve_and_measure(
+    group: ProcessGroup, home: Path, version: str, token: str, requests: int
+) -> tuple[dict, float, int]:
+    """``ductwork serve`` over ``home``: the figures' latencies, the first rebuild's time, and
+    how many changes the feed page holds."""
+    key = create_key(home)
+    port = free_socket().getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    server = group.start(
+        [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={
+            **os.environ,
+            "DUCTWORK_HOME": str(home),
+            "DUCTWORK_LOG_LEVEL": "warning",
+            "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
+        },
+    )
+    wait_until_answering(url + "/healthz", server, timeout_s=300)
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=600) as client:
+        skus = [
+            item["sku"]
+            for item in client.get(f"{url}/products/v2.0/products", params={"count": 50}).json()[
+                "data"
+            ]
+        ]
+        at = f"{url}/_ductwork/v1/at/{version}"
+        started = time.perf_counter()
+        assert client.get(f"{at}/products/v2.0/products?count=1").status_code == 200
+        rebuild_s = time.perf_counter() - started
+        feed = client.get(
+            f"{url}/_ductwork/v1/changes/digital-assets", params={"since": token, "limit": 1000}
+        ).json()
+        page_changes = len(feed["changes"])
+    assets = "/warehouse/v1.0/digital-assets"
+    pages = [f"{assets}?count=100&page={page}" for page in range(1, 21)]
+    lookups = [f"/products/v2.0/units/{quote(sku, safe='')}" for sku in skus]
+    pairs = {
+        "feed": (
+            [f"{url}/_ductwork/v1/changes/digital-assets?since={token}&limit=1000"],
+            [f"{url}{assets}?count=1000&page={page}" for page in range(1, 21)],
+        ),
+        "as_of_page": ([f"{at}{page}" for page in pages], [f"{url}{page}" for page in pages]),
+        "as_of_lookup": ([f"{at}{path}" for path in lookups], [f"{url}{path}" for path in lookups]),
+    }
+    # One pass unmeasured: each side's records in the page cache, as a server in use has them.
+    latencies(pairs, key, min(requests, 20))
+    return latencies(pairs, key, requests), rebuild_s, page_changes
+
+
+def report(found: MemoryFindings) -> list[str]:
+    """The part's section of RESULTS.md, every target met or missed."""
+    ratios = found.ratios()
+
+    def met(name: str) -> str:
+        return "met" if ratios[name] <= TARGETS[name] else "**missed**"
+
+    names = {name: label for name, label in FIGURES.items() if name != "size"}
+    lines = [
+        f"### The mirror's memory, scale `{found.scale}`",
+        "",
+        f"A full sync, then {len(found.syncs)} syncs each after 1 % of the digital assets and "
+        "leads changed (whole `ductwork sync` processes); then `ductwork serve`, requests one at "
+        f"a time, the two sides interleaved, medians of {found.requests}.",
+        "",
+        "| figure | value | target | met |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, label in names.items():
+        ours, current = found.latency[name]
+        lines.append(
+            f"| {label} ({ours:.2f} ms / {current:.2f} ms) | {ratios[name]:.2f} | "
+            f"≤ {TARGETS[name]:g} | {met(name)} |"
+        )
+    lines.append(
+        f"| warehouse with history / without, after {len(found.syncs)} syncs "
+        f"({found.size_with / 2**20:.1f} MiB / {found.size_without / 2**20:.1f} MiB) | "
+        f"{ratios['size']:.2f} | ≤ {TARGETS['size']:g} | {met('size')} |"
+    )
+    lines += [
+        "",
+        f"- The feed page measured held {found.page_changes} changes.",
+        f"- The first request as of the earlier publish rebuilt it from the history: "
+        f"{found.rebuild_s:.1f} s (once per host and version).",
+        f"- The warehouse file itself: {found.warehouse_file / 2**20:.1f} MiB; syncs after 1 % "
+        f"changed: median {statistics.median(found.syncs):.1f} s "
+        f"(min {min(found.syncs):.1f}, max {max(found.syncs):.1f}).",
+    ]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", default="medium")
+    parser.add_argument("--syncs", type=int, default=30)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--json", type=Path, default=None, help="also write the findings here")
+    options = parser.parse_args()
+    os.chdir(ROOT)  # `uv run` finds the project from the working directory
+    prepare_children_environment()
+    with tempfile.TemporaryDirectory(prefix="ductwork-memory-") as work:
+        found = run(options.scale, options.syncs, options.requests, Path(work))
+    print("\n".join(report(found)))
+    if options.json is not None:
+        options.json.write_text(json.dumps(found.__dict__, default=str, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
