@@ -1,11 +1,14 @@
 """Snapshots shared through an S3 bucket: the publisher uploads, API replicas download.
 
 Layout under ``s3://BUCKET/PREFIX/``: every snapshot file under its own, never rewritten key
-(``snapshot-<version>.duckdb``, the name it has on disk), and ``CURRENT``, a small object
-holding the current file's name. A publish uploads the file first (a multipart upload appears
-only once complete) and writes ``CURRENT`` after it, so a reader never finds a pointer to a
-missing or partial file. A publish that changed nothing rewrites ``CURRENT`` only; its
-modification time then says when a sync last confirmed the snapshot.
+(``snapshot-<version>.duckdb``, the name it has on disk), its SHA-256 beside it
+(``snapshot-<version>.duckdb.sha256``, as on disk), and ``CURRENT``, a small object holding the
+current file's name. A publish uploads the file and its checksum first (a multipart upload
+appears only once complete) and writes ``CURRENT`` after them, so a reader never finds a
+pointer to a missing or partial file. A replica checks every download against its checksum
+(and, as it loads it, its catalog: ``ductwork.snapshot_guard``). A publish that changed
+nothing rewrites ``CURRENT`` only; its modification time then says when a sync last
+confirmed the snapshot.
 
 Retention is the data folder's: the newest three are kept, and an older one only goes once it
 was replaced more than ``GRACE_S`` ago. The publisher cannot know how often each replica
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +35,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from ductwork import file_modes, snapshots
+from ductwork import file_modes, snapshot_guard, snapshots
 from ductwork.settings import S3Settings
 
 MAX_POLL_S = 300.0
@@ -129,10 +132,14 @@ class SnapshotStore:
         """Make ``snapshot`` current in the store: upload its file unless the store already has
         it (a confirm-only publish), then rewrite ``CURRENT``, then prune."""
         key = self.location.key(snapshot.path.name)
+        checksum_key = key + snapshot_guard.CHECKSUM_SUFFIX
         uploaded = False
         if not self._exists(key):
             self._with_bucket(lambda: self._upload(snapshot.path, key))
             uploaded = True
+        if uploaded or not self._exists(checksum_key):
+            checksum = snapshot_guard.checksum_path(snapshot.path).read_bytes()
+            self._with_bucket(lambda: self._put_text(checksum_key, checksum))
         self._with_bucket(lambda: self._write_pointer(snapshot.path.name))
         return StorePublication(key, uploaded, self.prune())
 
@@ -151,6 +158,21 @@ class SnapshotStore:
         if not is_snapshot_name(name):
             raise ValueError(f"{self.location}{snapshots.POINTER} names no snapshot: {name!r}")
         return Pointer(name, found["LastModified"].timestamp())
+
+    def read_checksum(self, name: str) -> str:
+        """The checksum its publisher wrote beside the snapshot file ``name`` (hex);
+        SnapshotRefused when there is none."""
+        key = self.location.key(name + snapshot_guard.CHECKSUM_SUFFIX)
+        try:
+            found = self._client.get_object(Bucket=self.location.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in _MISSING:
+                raise snapshot_guard.SnapshotRefused(name, "no checksum beside it") from None
+            raise
+        text = found["Body"].read(256).decode("ascii", "replace").strip()
+        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+            raise snapshot_guard.SnapshotRefused(name, "its checksum is not a SHA-256")
+        return text
 
     def download(self, name: str, target: Path) -> None:
         """Copy the snapshot file ``name`` into ``target``."""
@@ -171,6 +193,9 @@ class SnapshotStore:
             replaced_at = files[index - 1][1]
             if key != current and (now - replaced_at).total_seconds() > grace_s:
                 self._client.delete_object(Bucket=self.location.bucket, Key=key)
+                self._client.delete_object(
+                    Bucket=self.location.bucket, Key=key + snapshot_guard.CHECKSUM_SUFFIX
+                )
                 removed.append(key)
         return removed
 
@@ -203,10 +228,13 @@ class SnapshotStore:
         )
 
     def _write_pointer(self, name: str) -> None:
+        self._put_text(self.location.key(snapshots.POINTER), name.encode("utf-8"))
+
+    def _put_text(self, key: str, body: bytes) -> None:
         self._client.put_object(
             Bucket=self.location.bucket,
-            Key=self.location.key(snapshots.POINTER),
-            Body=name.encode("utf-8"),
+            Key=key,
+            Body=body,
             ContentType="text/plain; charset=utf-8",
             CacheControl="no-cache",
         )
@@ -237,17 +265,23 @@ def _code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
-def fetch_current(store: SnapshotStore, snapshots_dir: Path) -> snapshots.Snapshot | None:
+def fetch_current(
+    store: SnapshotStore, snapshots_dir: Path, refused: Container[str] = ()
+) -> snapshots.Snapshot | None:
     """Bring the store's current snapshot into the local folder and make it current there.
 
     The workers of one replica share the folder: the first to see a new version downloads it
     while holding the folder's fetch lock, and the others then find the file in place. The
     local pointer's modification time follows the store's, so the snapshot's age reads the
-    same on every replica. None while the store has no snapshot yet.
+    same on every replica. None while the store has no snapshot yet. A download that does not
+    match its checksum raises SnapshotRefused; a name in ``refused`` (one refused before) is
+    not downloaded again, and the local folder stays as it is.
     """
     pointer = store.read_pointer()
     if pointer is None:
         return None
+    if pointer.name in refused:
+        return snapshots.current(snapshots_dir)
     file_modes.current().make_private_dir(snapshots_dir)
     local = snapshots.current(snapshots_dir)
     if local is None or local.path.name != pointer.name:
@@ -259,6 +293,7 @@ def fetch_current(store: SnapshotStore, snapshots_dir: Path) -> snapshots.Snapsh
                     pointer.name,
                     lambda staging: store.download(pointer.name, staging),
                     pointer.written_at,
+                    store.read_checksum(pointer.name),
                 )
             snapshots.prune(snapshots_dir, keep=KEEP, grace_s=GRACE_S)
     snapshots.confirm(snapshots_dir, pointer.written_at)

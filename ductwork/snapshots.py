@@ -33,10 +33,10 @@ from typing import NamedTuple
 
 import duckdb
 
-from ductwork import file_modes
+from ductwork import file_modes, snapshot_guard
 from ductwork.history.recording import record_publish
 from ductwork.streams.registry import numbered_lists
-from ductwork.warehouse.schema import snapshot_sql
+from ductwork.warehouse.schema import add_snapshot_extras, snapshot_sql
 from warehouse_sql import fill, quote_identifier, read_sql, section
 
 POINTER = "CURRENT"
@@ -237,6 +237,7 @@ def publish(
         stamp = _unchanged_since_stamp(snapshots_dir, live, database.path, release)
         if stamp is not None:
             with _publishing(snapshots_dir):
+                _vouch_for(live)
                 _write_atomically(snapshots_dir / POINTER, live.path.name)
             return Publication(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
@@ -250,6 +251,7 @@ def publish(
         with suppress(duckdb.Error):
             warehouse.execute("CHECKPOINT")
         with _publishing(snapshots_dir):
+            _vouch_for(live)
             _write_atomically(snapshots_dir / POINTER, live.path.name)
         _stamp(snapshots_dir, database.path, live, fingerprint)
         return Publication(live, copied=False, fingerprint=fingerprint)
@@ -263,6 +265,7 @@ def publish(
         try:
             _copy_into(warehouse, database, staging, version, fingerprint)
             file_modes.fsync(staging)
+            snapshot_guard.write_checksum(staging, beside=final)
         except BaseException:
             # A failed publish (a full disk, most likely) must not leave a half-written copy
             # behind to take the space the next attempt needs.
@@ -273,6 +276,13 @@ def publish(
     published = Snapshot(version, final)
     _stamp(snapshots_dir, database.path, published, fingerprint)
     return Publication(published, copied=True, fingerprint=fingerprint)
+
+
+def _vouch_for(live: Snapshot) -> None:
+    """Write the checksum of a snapshot this folder published before checksums were written
+    (a reader refuses a snapshot without one)."""
+    if not snapshot_guard.checksum_path(live.path).exists():
+        snapshot_guard.write_checksum(live.path)
 
 
 @dataclass(frozen=True)
@@ -319,7 +329,8 @@ def _publishing(snapshots_dir: Path) -> Iterator[None]:
 def _fingerprint_of(snapshot: Snapshot) -> str | None:
     """The content fingerprint recorded in a snapshot (None for one published without it)."""
     try:
-        with duckdb.connect(str(snapshot.path), read_only=True) as con:
+        # As readers open it: a process opens one file with one configuration only.
+        with snapshot_guard.open_locked(snapshot.path) as con:
             found = con.execute(read_sql("snapshot_fingerprint")).fetchall()
     except duckdb.Error:
         return None
@@ -359,7 +370,11 @@ def _copy_into(
         rows_before = _row_id_extents(warehouse, "snapshot_target")
         warehouse.execute("USE snapshot_target")
         try:
-            _build_snapshot_extras(warehouse, version, fingerprint)
+            # Readers refuse a snapshot holding anything a publish does not make: what the
+            # warehouse holds beyond that (a removed stream's tables) stays out of the copy.
+            snapshot_guard.drop_strays(warehouse)
+            add_snapshot_extras(warehouse, version, fingerprint)
+            snapshot_guard.check_catalog(warehouse, staging.name)
         finally:
             warehouse.execute(f"USE {quote_identifier(database.name)}")
         warehouse.execute("CHECKPOINT snapshot_target")
@@ -391,22 +406,6 @@ def _remove_staging(staging: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _build_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprint: str) -> None:
-    """Serving tables, comments, analyst views and ``snapshot_info``, in the database in use.
-
-    One transaction: its hundreds of COMMENT ON statements then commit once, not one by one.
-    """
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute(snapshot_sql())
-        con.execute(read_sql("snapshot_info"), [version, fingerprint])
-        con.execute(read_sql("snapshot_info_comments"))
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-
-
 def confirmed_at(snapshots_dir: Path) -> float | None:
     """When a sync last published or confirmed the current snapshot (epoch seconds)."""
     try:
@@ -423,11 +422,18 @@ def confirm(snapshots_dir: Path, at: float) -> None:
 
 
 def adopt(
-    snapshots_dir: Path, name: str, fill: Callable[[Path], None], published_at: float
+    snapshots_dir: Path,
+    name: str,
+    fill: Callable[[Path], None],
+    published_at: float,
+    checksum: str,
 ) -> Snapshot:
     """Make a snapshot published elsewhere current here: ``fill`` writes the whole file (a
     download) into a staging path, which then becomes ``name``, dated ``published_at``, and
-    the pointer names it, as a publish does. A file already here under ``name`` is kept."""
+    the pointer names it, as a publish does. A file already here under ``name`` is kept.
+
+    ``checksum`` is the one its publisher wrote: a download that does not match it is
+    refused (``SnapshotRefused``) and left nowhere."""
     final = snapshots_dir / name
     staging = snapshots_dir / f"{STAGING_PREFIX}{name[len(PREFIX) :]}"
     with _publishing(snapshots_dir):
@@ -436,6 +442,9 @@ def adopt(
                 fill(staging)
                 file_modes.current().secure(staging)  # a download takes the mask's mode
                 file_modes.fsync(staging)
+                if snapshot_guard.checksum_of(staging) != checksum:
+                    raise snapshot_guard.SnapshotRefused(name, snapshot_guard.MISMATCH)
+                snapshot_guard.write_checksum_text(final, checksum)
                 os.utime(staging, (published_at, published_at))
             except BaseException:
                 _remove_staging(staging)
@@ -477,6 +486,7 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
             continue
         if now - published[index - 1] > grace_s and not in_use(path):
             path.unlink(missing_ok=True)
+            snapshot_guard.checksum_path(path).unlink(missing_ok=True)
             removed.append(path)
     # Copies (and pointer and stamp drafts) left by a publish that was killed part way; never
     # made current. While some publish holds the lock, only those older than the grace period go.
@@ -484,6 +494,7 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
     # not in it, and one that began before holds the lock.
     leftovers = [
         *snapshots_dir.glob(f"{STAGING_PREFIX}*{SUFFIX}*"),
+        *_orphan_checksums(snapshots_dir),
         *snapshots_dir.glob(f".{POINTER}.*"),
         *snapshots_dir.glob(f".{STAMP}.*"),
     ]
@@ -494,6 +505,17 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
                 path.unlink()
                 removed.append(path)
     return removed + _prune_record_files(snapshots_dir, now, grace_s)
+
+
+def _orphan_checksums(snapshots_dir: Path) -> list[Path]:
+    """Checksums written for a snapshot that never took its name (a publish or a download
+    killed between the two)."""
+    pattern = f"{PREFIX}*{SUFFIX}{snapshot_guard.CHECKSUM_SUFFIX}"
+    return [
+        path
+        for path in snapshots_dir.glob(pattern)
+        if not path.with_name(path.name.removesuffix(snapshot_guard.CHECKSUM_SUFFIX)).exists()
+    ]
 
 
 def _prune_record_files(snapshots_dir: Path, now: float, grace_s: float) -> list[Path]:

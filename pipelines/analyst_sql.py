@@ -22,23 +22,16 @@ from typing import TYPE_CHECKING, BinaryIO
 import duckdb
 import pyarrow.parquet as pq
 
-from ductwork import output_files, snapshots
+from ductwork import output_files, snapshot_guard, snapshots
 from ductwork.settings import AnalystSettings, load
 
 if TYPE_CHECKING:
     import pandas as pd
 
-# Applied as the snapshot opens: the database file itself is attached first, then nothing
-# else on the file system (read_csv, COPY, ATTACH, EXPORT), no extension installed or loaded,
-# no secret kept on disk, and no setting changed afterwards.
-SANDBOX: dict[str, object] = {
-    "enable_external_access": False,
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "allow_community_extensions": False,
-    "allow_persistent_secrets": False,
-    "lock_configuration": True,
-}
+# Applied as the snapshot opens (the settings the read API opens snapshots with): the database
+# file itself is attached first, then nothing else on the file system (read_csv, COPY, ATTACH,
+# EXPORT), no extension installed or loaded, no secret kept on disk, no setting changed after.
+SANDBOX = snapshot_guard.LOCKED
 BATCH_ROWS = 100_000
 
 

@@ -6,6 +6,10 @@ two snapshots. A new snapshot is loaded in a background thread while the old one
 A replica (``DUCTWORK_SNAPSHOT_STORE`` set) has no publisher beside it: a thread of each worker
 polls the object store, brings a new snapshot into the local folder (one download per host,
 see ``ductwork.snapshot_store.fetch_current``) and swaps it in the same way.
+
+No snapshot is served before it passed ``ductwork.snapshot_guard``'s checks: its publisher's
+checksum, a locked connection, a catalog a publish makes. A refused snapshot leaves the
+previous one serving and is reported (``refusal``) until a good one comes.
 """
 
 from __future__ import annotations
@@ -16,13 +20,11 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
-from ductwork import snapshots
+from ductwork import snapshot_guard, snapshots
 from ductwork.history.feed import Publish, mirror_id, publishes
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
@@ -70,11 +72,18 @@ def load_state(
 ) -> ServingState:
     """Read a snapshot into memory, leased so that it is not pruned while it is served;
     each large list caches up to ``cache_bytes`` of records. A snapshot rebuilt for the past
-    (``with_history`` false) has no history of its own."""
+    (``with_history`` false) has no history of its own. SnapshotRefused for a snapshot that
+    fails the guard's checks."""
     lease = snapshots.Lease(snapshot.path)
     try:
+        snapshot_guard.verify_checksum(snapshot.path)
         # The connection stays open for position-range reads; it closes with the state.
-        reader = SnapshotReader(duckdb.connect(str(snapshot.path), read_only=True))
+        reader = SnapshotReader(snapshot_guard.open_locked(snapshot.path))
+        try:
+            snapshot_guard.check_catalog(reader.con, snapshot.path.name)
+        except BaseException:
+            reader.con.close()
+            raise
         con = reader.cursor()
         return ServingState(
             version=snapshot.version,
@@ -129,12 +138,16 @@ class LiveSnapshot:
         self._waiters = PublishWaiters()
         self._watcher: threading.Thread | None = None
         self._watcher_lock = threading.Lock()
+        self._refused: set[str] = set()  # the file names of snapshots refused
+        self.refusal: str | None = None  # why the newest snapshot is not served, if it is not
 
     def follow(self, store: SnapshotStore, poll_s: float) -> None:
         """Serve what the object store's pointer names from now on, checking every ``poll_s``
         in a background thread; requests no longer look at the local folder themselves."""
         self._next_check = math.inf
-        self._follower = StoreFollower(store, self._dir, poll_s, self._reload_from_folder)
+        self._follower = StoreFollower(
+            store, self._dir, poll_s, self._reload_from_folder, self._refused, self._refuse
+        )
         self._follower.start()
 
     def get(self) -> ServingState | None:
@@ -192,8 +205,10 @@ class LiveSnapshot:
     def load_now(self) -> ServingState | None:
         """Load the current snapshot synchronously (at start-up)."""
         snap = snapshots.current(self._dir)
-        if snap is not None and (self._state is None or snap.version != self._state.version):
-            self._swap(load_state(snap, self._cache_bytes))
+        if self._wanted(snap):
+            state = self._load(snap)
+            if state is not None:
+                self._swap(state)
         self._note_confirmation(snap)
         return self._state
 
@@ -214,6 +229,7 @@ class LiveSnapshot:
         """Serve from ``state`` from now on and give up the lease on the previous snapshot
         (requests already answering from it finish through its open connection)."""
         previous, self._state = self._state, state
+        self.refusal = None
         if previous is not None:
             previous.lease.release()
         self._waiters.wake()
@@ -223,10 +239,30 @@ class LiveSnapshot:
         # counting when the state is dropped.
         gc.freeze()
 
+    def _wanted(self, snap: snapshots.Snapshot | None) -> bool:
+        """Whether ``snap`` is to be loaded: not the one served, nor one refused before."""
+        if snap is None or snap.path.name in self._refused:
+            return False
+        return self._state is None or snap.version != self._state.version
+
+    def _load(self, snap: snapshots.Snapshot) -> ServingState | None:
+        """The state of ``snap``, or None when the guard refuses it (then reported)."""
+        try:
+            return load_state(snap, self._cache_bytes)
+        except snapshot_guard.SnapshotRefused as exc:
+            self._refuse(exc)
+            return None
+
+    def _refuse(self, refused: snapshot_guard.SnapshotRefused) -> None:
+        """Remember that the snapshot is not to be served, and say why, once."""
+        self._refused.add(refused.name)
+        self.refusal = f"snapshot {snapshots.version_of(refused.name)} refused: {refused.why}"
+        log.error("%s; still serving the previous snapshot, if any", self.refusal)
+
     def _maybe_reload(self) -> None:
         snap = snapshots.current(self._dir)
         self._note_confirmation(snap)
-        if snap is None or (self._state is not None and snap.version == self._state.version):
+        if not self._wanted(snap):
             return
         if self._state is None:
             self.load_now()
@@ -239,12 +275,15 @@ class LiveSnapshot:
         follower's thread: requests keep answering from the previous state meanwhile)."""
         snap = snapshots.current(self._dir)
         self._note_confirmation(snap)
-        if snap is None or (self._state is not None and snap.version == self._state.version):
+        if not self._wanted(snap):
             return
         with self._loading:
             if self._closed:
                 return
-            self._swap(load_state(snap, self._cache_bytes))
+            state = self._load(snap)
+            if state is None:
+                return
+            self._swap(state)
         log.info("serving snapshot %s", snap.version)
 
     def _note_confirmation(self, snap: snapshots.Snapshot | None) -> None:
@@ -254,8 +293,10 @@ class LiveSnapshot:
 
     def _load_in_background(self, snap: snapshots.Snapshot) -> None:
         try:
-            self._swap(load_state(snap, self._cache_bytes))
-            log.info("serving snapshot %s", snap.version)
+            state = self._load(snap)
+            if state is not None:
+                self._swap(state)
+                log.info("serving snapshot %s", snap.version)
         except Exception:
             log.exception("could not load snapshot %s; still serving the previous one", snap)
         finally:
@@ -310,11 +351,15 @@ class StoreFollower:
         snapshots_dir: Path,
         poll_s: float,
         on_change: Callable[[], None],
+        refused: Container[str] = (),
+        on_refused: Callable[[snapshot_guard.SnapshotRefused], None] | None = None,
     ) -> None:
         self._store = store
         self._dir = snapshots_dir
         self._poll_s = poll_s
         self._on_change = on_change
+        self._refused = refused
+        self._on_refused = on_refused
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="snapshot-follower", daemon=True)
 
@@ -329,8 +374,14 @@ class StoreFollower:
             self._thread.join(timeout=5)
 
     def check(self) -> None:
-        """One poll: fetch what the store names, then reload if it changed."""
-        fetch_current(self._store, self._dir)
+        """One poll: fetch what the store names, then reload if it changed. A download that
+        does not match its checksum goes to ``on_refused`` and is not downloaded again."""
+        try:
+            fetch_current(self._store, self._dir, self._refused)
+        except snapshot_guard.SnapshotRefused as exc:
+            if self._on_refused is None:
+                raise
+            self._on_refused(exc)
         self._on_change()
 
     def _run(self) -> None:

@@ -183,6 +183,11 @@ READY: Schema = {
             "description": "Present while the key file on disk cannot be read: why, since "
             "when, and which keys are used meanwhile.",
         },
+        "refused": {
+            "type": "string",
+            "description": "Present while the newest snapshot is refused (its checksum or "
+            "its catalog is not its publisher's): which, and why; the last good one is served.",
+        },
     },
 }
 

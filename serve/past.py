@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 
-from ductwork import file_modes, snapshots
+from ductwork import file_modes, snapshot_guard, snapshots
 from ductwork.contract.encoding import format_datetime
 from ductwork.contract.errors import (
     ApiError,
@@ -102,6 +102,7 @@ class PastStates:
                 staging.unlink(missing_ok=True)
                 rebuild(current.path, publish, staging)
                 modes.secure(staging)
+                snapshot_guard.write_checksum(staging, beside=target)
                 os.replace(staging, target)
                 _drop_oldest(folder, KEEP_REBUILT)
         finally:
@@ -115,6 +116,7 @@ def _drop_oldest(folder: Path, keep: int) -> None:
     made = sorted(folder.glob(f"past-*{snapshots.SUFFIX}"), key=lambda p: p.stat().st_mtime)
     for old in made[:-keep]:
         old.unlink(missing_ok=True)
+        snapshot_guard.checksum_path(old).unlink(missing_ok=True)
 
 
 class PastRequests:

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ductwork import snapshots
+from ductwork import snapshot_guard, snapshots
 from ductwork.history import feed
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
 from ductwork.streams.registry import PAIRINGS
@@ -202,3 +202,44 @@ def test_a_token_this_mirror_did_not_issue_is_refused_as_invalid(
     _, con = snapshots.open_current(mirror.snapshots)
     with con, pytest.raises(feed.InvalidToken):
         feed.decode_token(token, feed.mirror_id(con))
+
+
+def test_the_past_is_rebuilt_on_a_connection_that_reaches_no_file_but_its_own(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1}')
+    first = mirror.publish()
+    mirror.put(2, '{"relationshipId":2}')
+    second = mirror.publish()
+    with duckdb.connect(str(second.path), read_only=True) as con:
+        kept = feed.publishes(con)
+    # The history's macro of a snapshot someone rewrote: it reads the host's files.
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the past", encoding="utf-8")
+    with duckdb.connect(str(second.path)) as con:
+        con.execute(
+            f"CREATE OR REPLACE MACRO pairings_at(v) AS TABLE SELECT * FROM read_text('{secret}')"
+        )
+    out = tmp_path / "rebuilt.duckdb"
+
+    with pytest.raises(duckdb.PermissionException, match="disabled by config"):
+        rebuild(second.path, publish_at(kept, first.version), out)
+    assert not out.exists()
+
+
+def test_a_table_added_to_the_warehouse_by_hand_stays_out_of_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1}')
+    mirror.con.execute("CREATE TABLE scratch AS SELECT 42 AS answer")
+    mirror.con.execute("CREATE VIEW scratch_view AS SELECT * FROM scratch")
+
+    published = mirror.publish()
+
+    with snapshot_guard.open_locked(published.path) as con:
+        snapshot_guard.check_catalog(con, published.path.name)  # what readers accept
+        names = {row[0] for row in con.execute("SELECT name FROM (SHOW ALL TABLES)").fetchall()}
+    assert "pairings" in names and not {"scratch", "scratch_view"} & names
+    assert mirror.con.execute("SELECT answer FROM scratch").fetchall() == [(42,)]

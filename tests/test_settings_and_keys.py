@@ -86,7 +86,7 @@ def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snap
     con.execute("UPDATE pairings SET synced_at = now() + INTERVAL 1 MINUTE")
     again = snapshots.publish(con, folder)
     assert not again.copied and again.snapshot == first.snapshot
-    assert sorted(p.name for p in folder.glob("snapshot-*")) == [first.snapshot.path.name]
+    assert sorted(p.name for p in folder.glob("snapshot-*.duckdb")) == [first.snapshot.path.name]
     assert live.get() is state and live.age_seconds(state) < 60
 
     # Any change of content (here one member of one record) is a new snapshot.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ductwork import snapshots
+from ductwork import snapshot_guard, snapshots
 from ductwork.settings import HomeSettings, S3Settings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.registry import numbered_lists
@@ -26,6 +26,7 @@ def publish_fake(directory: Path, version: str, published_ago_s: float) -> Path:
     """A snapshot file published ``published_ago_s`` seconds ago, made current."""
     path = directory / f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}"
     path.write_bytes(b"snapshot")
+    snapshot_guard.write_checksum(path)
     moment = time.time() - published_ago_s
     os.utime(path, (moment, moment))
     (directory / snapshots.POINTER).write_text(path.name, encoding="utf-8")
@@ -43,7 +44,9 @@ def test_prune_keeps_the_newest_and_any_snapshot_replaced_within_the_grace_perio
     removed = snapshots.prune(tmp_path, keep=2, grace_s=600)
 
     assert sorted(path.name for path in removed) == [files["v1"].name, files["v2"].name]
-    remaining = sorted(path.name for path in tmp_path.glob(f"{snapshots.PREFIX}*"))
+    remaining = sorted(
+        path.name for path in tmp_path.glob(f"{snapshots.PREFIX}*{snapshots.SUFFIX}")
+    )
     assert remaining == [files[v].name for v in ("v3", "v4", "v5", "v6")]
     assert snapshots.current(tmp_path).path == files["v6"]
 
@@ -150,7 +153,7 @@ def test_prune_removes_record_files_whose_snapshot_is_gone_or_was_changed_in_pla
 
     removed = snapshots.prune(tmp_path, keep=3, grace_s=600)
 
-    assert sorted(removed) == sorted([*stale, *orphans])
+    assert sorted(removed) == sorted([*stale, *orphans, snapshot_guard.checksum_path(gone)])
     assert record_files(tmp_path) == {path.name for path in fresh}
     assert current.exists()
 
@@ -232,6 +235,7 @@ def copies_of_the_synced_snapshot(home: Path, folder: Path, versions: list[str])
     names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in versions]
     for name in names:
         shutil.copyfile(published.path, folder / name)
+        snapshot_guard.write_checksum(folder / name)
     return names
 
 

@@ -13,11 +13,10 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
-
 from ductwork.contract.encoding import parse_datetime
 from ductwork.history.feed import Publish
 from ductwork.history.recording import kept_tables
+from ductwork.snapshot_guard import lock_down, unlocked_connection
 from ductwork.streams.registry import STREAMS
 from warehouse_sql import quote_identifier, read_sql, stream_section
 
@@ -74,10 +73,11 @@ def publish_at(kept: list[Publish], instant: datetime | str) -> Publish:
 def rebuild(snapshot: Path, publish: Publish, out: Path) -> None:
     """Write ``out``: the snapshot of ``publish``, rebuilt from ``snapshot``'s history (``out``
     must not exist; a partly written file is removed)."""
-    con = duckdb.connect()
+    con = unlocked_connection()
     try:
         con.execute("ATTACH ? AS source (READ_ONLY)", [str(snapshot)])
         con.execute("ATTACH ? AS past", [str(out)])
+        lock_down(con)  # the history's macros run next: they reach nothing else
         con.execute("USE source")  # the history's macros name its tables unqualified
         for table in kept_tables():
             macro = quote_identifier(f"{table.name}_at")

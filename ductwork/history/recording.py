@@ -221,6 +221,8 @@ def _version_rows(con: duckdb.DuckDBPyConnection, table: Table, seq: int, has_li
 def table_macro(table: Table, columns: list[str]) -> str:
     """``<table>_at(v)``: the table's rows at publish ``v`` (NULL: now), from its closed
     versions and its current rows that were already so then."""
+    # COLUMNS rather than EXCLUDE: DuckDB prints an EXCLUDE list in no fixed order, and a
+    # reader compares the macro's text with the one a publish makes (``snapshot_guard``).
     name = quote_identifier(table.name)
     macro = quote_identifier(f"{table.name}_at")
     since = since_name(table.name)
@@ -234,7 +236,8 @@ def table_macro(table: Table, columns: list[str]) -> str:
         f"CREATE OR REPLACE MACRO {macro}(v) AS TABLE "
         f"SELECT * FROM main.{name} WHERE v IS NULL "
         f"UNION ALL BY NAME "
-        f"SELECT * EXCLUDE (valid_from, valid_to) FROM {history_name(table.name)} "
+        f"SELECT COLUMNS(lambda c: c NOT IN ('valid_from', 'valid_to')) "
+        f"FROM {history_name(table.name)} "
         f"WHERE v IS NOT NULL AND valid_from <= v AND v < valid_to "
         f"UNION ALL BY NAME "
         f"SELECT t.* FROM main.{name} AS t "

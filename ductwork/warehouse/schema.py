@@ -3,7 +3,9 @@ and the shared SQL files."""
 
 from __future__ import annotations
 
-from warehouse_sql import SHARED_FILES, section, stream_section
+import duckdb
+
+from warehouse_sql import SHARED_FILES, read_sql, section, stream_section
 
 
 def _stream_files() -> list[str]:
@@ -41,3 +43,19 @@ def table_sql() -> list[str]:
     return [section(name, "tables") for name in SHARED_FILES] + [
         stream_section(name, "tables") for name in _stream_files()
     ]
+
+
+def add_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprint: str) -> None:
+    """Serving tables, comments, analyst views and ``snapshot_info``, in the database in use.
+
+    One transaction: its hundreds of COMMENT ON statements then commit once, not one by one.
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(snapshot_sql())
+        con.execute(read_sql("snapshot_info"), [version, fingerprint])
+        con.execute(read_sql("snapshot_info_comments"))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

@@ -26,7 +26,8 @@ async def healthz() -> Response:
         **answer(schemas.READY),
         503: {
             "description": "No snapshot has been published yet (or, on a replica, fetched from "
-            "the object store and loaded yet)."
+            "the object store and loaded yet), or the only one there was refused "
+            "(``refused`` says why)."
         },
     },
 )
@@ -35,12 +36,16 @@ async def readyz(request: Request) -> Response:
     state = live.get()
     if state is None:
         body = {"status": "no snapshot loaded yet"}
+        if live.refusal is not None:
+            body["refused"] = live.refusal
         return Response(content=dumps(body), status_code=503, media_type="application/json")
     body: dict[str, object] = {
         "status": "ready",
         "snapshot": state.version,
         "age_seconds": round(live.age_seconds(state), 3),
     }
+    if live.refusal is not None:  # still ready: the last good snapshot keeps being served
+        body["refused"] = live.refusal
     fault = request.app.state.keys.fault
     if fault is not None:  # still ready: the keys last read keep being served
         body["key_file"] = fault.describe()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import httpx
 
@@ -36,11 +36,12 @@ def start_serve(
     stdout: IO[bytes] | None = None,
     stderr: IO[bytes] | None = None,
     root: Path = ROOT,
+    until: Literal["ready", "answering"] = "ready",
 ) -> RunningApi:
     """Start ``ductwork serve --workers N`` on a free port over ``home`` and wait until it is
-    ready. ``settings`` are extra ``DUCTWORK_*`` variables (or any others the process takes);
-    ``stdout`` takes its access log, ``stderr`` its other logs; ``root`` is the checkout it runs
-    from.
+    ready (``until="answering"``: until ``/readyz`` answers at all). ``settings`` are extra
+    ``DUCTWORK_*`` variables (or any others the process takes); ``stdout`` takes its access
+    log, ``stderr`` its other logs; ``root`` is the checkout it runs from.
 
     Unless ``settings`` say otherwise, the per-key limit and the limit of failed requests are
     high enough never to refuse."""
@@ -64,7 +65,8 @@ def start_serve(
     while time.monotonic() < deadline:
         assert process.poll() is None, "ductwork serve exited during start-up"
         try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+            status = httpx.get(f"{url}/readyz", timeout=5).status_code
+            if status == 200 or until == "answering":
                 return RunningApi(url, process)
         except httpx.TransportError:
             pass

@@ -12,7 +12,7 @@ import dagster as dg
 import duckdb
 import httpx
 
-from ductwork import snapshots
+from ductwork import snapshot_guard, snapshots
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
@@ -87,6 +87,7 @@ def publish_altered_copy(snapshots_dir: Path, statement: str) -> Path:
     shutil.copyfile(current.path, changed)
     with duckdb.connect(str(changed)) as con:
         con.execute(statement)
+    snapshot_guard.write_checksum(changed)
     (snapshots_dir / snapshots.POINTER).write_text(changed.name, encoding="utf-8")
     return changed
 
