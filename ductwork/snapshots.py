@@ -590,13 +590,15 @@ def open_current(
     snapshots_dir: Path, config: dict[str, object] | None = None
 ) -> tuple[Snapshot, duckdb.DuckDBPyConnection]:
     """Open the current snapshot read-only, with DuckDB ``config`` settings applied as it opens
-    (such as a sandbox's); raise FileNotFoundError before the first publish."""
+    (by default the settings every reader opens a snapshot with, ``snapshot_guard.LOCKED``);
+    raise FileNotFoundError before the first publish."""
     snap = current(snapshots_dir)
     if snap is None:
         raise FileNotFoundError(
             f"no published snapshot under {snapshots_dir}: run a sync first (ductwork sync)"
         )
-    return snap, duckdb.connect(str(snap.path), read_only=True, config=config or {})
+    settings = dict(snapshot_guard.LOCKED) if config is None else config
+    return snap, duckdb.connect(str(snap.path), read_only=True, config=settings)
 
 
 def _write_atomically(path: Path, text: str) -> None:

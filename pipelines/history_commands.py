@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ductwork import snapshots
-from ductwork.contract.encoding import dumps, format_datetime
+from ductwork.contract.encoding import format_datetime
 from ductwork.history import feed
 from ductwork.history.diff import StreamDiff, diff_stream
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
@@ -46,26 +46,13 @@ def run_changes(stream_name: str, since: str | None, limit: int, snapshots_dir: 
                 print(f"ductwork: {gone}", file=sys.stderr)
                 return 1
             for change in page.changes:
-                out.write(_line(change))
+                out.write(change.json_bytes() + b"\n")
             if not page.has_more:
                 break
             position = feed.decode_token(page.next_token, mirror)
         out.flush()
     print(page.next_token, file=sys.stderr)
     return 0
-
-
-def _line(change: feed.Change) -> bytes:
-    head = dumps(
-        {
-            "op": change.op,
-            "key": change.key,
-            "version": change.version,
-            "changedAt": format_datetime(change.changed_at),
-        }
-    )
-    record = b"null" if change.record is None else change.record.encode()
-    return head[:-1] + b',"record":' + record + b"}\n"
 
 
 def run_diff(

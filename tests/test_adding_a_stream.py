@@ -81,6 +81,10 @@ COMMENT ON COLUMN warranty_terms.years IS 'Years covered.';
 COMMENT ON COLUMN warranty_terms.record IS 'The term exactly as received (JSON).';
 COMMENT ON COLUMN warranty_terms.synced_at IS 'When the sync stored the row.';
 
+-- name: as_of
+CREATE OR REPLACE MACRO warranty_terms_as_of(v) AS TABLE
+SELECT code AS key, record FROM warranty_terms_at(v);
+
 -- name: served
 SELECT '{"success":true,"data":['
     || coalesce(string_agg(record::VARCHAR, ',' ORDER BY ordinal), '') || ']}'

@@ -11,6 +11,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from ductwork.history.recording import as_of_macro
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS, all_steps
 from ductwork.warehouse.schema import comment_sql, schema_sql
@@ -45,6 +46,7 @@ def test_every_stream_has_its_sql_file_and_its_tables_keyed_as_declared(
 ) -> None:
     assert has_stream_file(stream.sql), f"warehouse_sql/streams/{stream.sql}.sql is missing"
     assert stream_section(stream.sql, "tables"), stream.name
+    assert as_of_macro(stream.sql), stream.name  # the feed and the past read the stream by it
     keys = dict(
         warehouse.execute(
             "SELECT table_name, constraint_column_names FROM duckdb_constraints() "

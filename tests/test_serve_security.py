@@ -8,11 +8,10 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import httpx
 import pytest
 
-from ductwork import snapshots
+from ductwork import snapshot_guard, snapshots
 from ductwork.contract import paths
 from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.contract.paths import Family, family_of
@@ -235,7 +234,7 @@ def test_access_log_and_error_bodies_never_hold_keys_tokens_or_lead_contacts(
 def _lead_ids(home: Path) -> list[str]:
     snap = snapshots.current(HomeSettings(home=home).snapshots_dir)
     assert snap is not None
-    with duckdb.connect(str(snap.path), read_only=True) as con:
+    with snapshot_guard.open_locked(snap.path) as con:
         rows = con.execute("SELECT id FROM lead_details WHERE found ORDER BY id LIMIT 3").fetchall()
     return [row[0] for row in rows]
 

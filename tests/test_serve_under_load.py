@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import httpx
 import pytest
 
-from ductwork import snapshots
+from ductwork import snapshot_guard, snapshots
 from ductwork.contract import paths
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
@@ -170,7 +169,7 @@ def client_loop(base: str, key: str, record: LoadRecord, stop: threading.Event, 
 def snapshot_totals(home: Path, version: str) -> dict[str, int]:
     """The list totals of one published snapshot, read from its file."""
     path = HomeSettings(home=home).snapshots_dir / f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}"
-    with duckdb.connect(str(path), read_only=True) as con:
+    with snapshot_guard.open_locked(path) as con:
 
         def count(table: str) -> int:
             return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]

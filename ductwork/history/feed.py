@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import duckdb
 
-from ductwork.contract.encoding import format_datetime
+from ductwork.contract.encoding import dumps, format_datetime
 from warehouse_sql import fill, section
 
 TOKEN_FORMAT = 1
@@ -69,6 +69,20 @@ class Change:
     version: str
     changed_at: datetime
     record: str | None
+
+    def json_bytes(self) -> bytes:
+        """The entry as the feed writes it: ``op``, ``key``, ``version``, ``changedAt``, then
+        the record as stored (``null`` for a delete)."""
+        head = dumps(
+            {
+                "op": self.op,
+                "key": self.key,
+                "version": self.version,
+                "changedAt": format_datetime(self.changed_at),
+            }
+        )
+        record = b"null" if self.record is None else self.record.encode()
+        return head[:-1] + b',"record":' + record + b"}"
 
 
 @dataclass(frozen=True)

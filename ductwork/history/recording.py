@@ -82,7 +82,7 @@ def record_publish(
                 con.execute(table_macro(table, _columns(con, table.name)))
             con.execute(section("history", "macros"))
             for stream in STREAMS:
-                con.execute(stream_section(stream.sql, "as_of"))
+                con.execute(as_of_macro(stream.sql))
             changes = sum(_log_feed(con, stream.name, stream.sql, seq) for stream in STREAMS)
             con.execute(section("history", "record_publish"), [seq, version, published_at])
             _prune(con, published_at - keep)
@@ -216,6 +216,18 @@ def _version_rows(con: duckdb.DuckDBPyConnection, table: Table, seq: int, has_li
         f"WHERE NOT EXISTS (SELECT 1 FROM {since} AS s WHERE {kept})",
         {"seq": seq},
     )
+
+
+def as_of_macro(stream_sql: str) -> str:
+    """The stream's ``as_of`` section: the ``<stream>_as_of(v)`` macro that the changes feed
+    and the past read its records from; ValueError naming the file when it has none."""
+    found = stream_section(stream_sql, "as_of")
+    if not found:
+        raise ValueError(
+            f"warehouse_sql/streams/{stream_sql}.sql has no as_of section: the changes feed "
+            f"needs {stream_sql}_as_of(v), the stream's key and record at publish v"
+        )
+    return found
 
 
 def table_macro(table: Table, columns: list[str]) -> str:

@@ -112,19 +112,6 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
     return await run_in_threadpool(read)
 
 
-def _entry(change: feed.Change) -> bytes:
-    head = dumps(
-        {
-            "op": change.op,
-            "key": change.key,
-            "version": change.version,
-            "changedAt": format_datetime(change.changed_at),
-        }
-    )
-    record = b"null" if change.record is None else change.record.encode()
-    return head[:-1] + b',"record":' + record + b"}"
-
-
 def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
     head = dumps(
         {
@@ -135,11 +122,11 @@ def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
             "snapshot": page.pinned.version,
         }
     )
-    entries = b",".join(_entry(change) for change in page.changes)
+    entries = b",".join(change.json_bytes() for change in page.changes)
     return head[:-1] + b',"changes":[' + entries + b"]}"
 
 
 def _ndjson(page: feed.FeedPage) -> bytes:
-    lines = [_entry(change) for change in page.changes]
+    lines = [change.json_bytes() for change in page.changes]
     lines.append(dumps({"next": page.next_token, "hasMore": page.has_more}))
     return b"\n".join(lines) + b"\n"
