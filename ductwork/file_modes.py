@@ -20,6 +20,7 @@ from __future__ import annotations
 import grp
 import os
 import stat
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,3 +203,12 @@ def secure_home(home: Path) -> FileModes:
     if home.exists():
         tighten_home(home, modes)
     return modes
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` at once (written beside it, flushed, renamed), with the
+    file mode; readers see the old text or the new, never part of either."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}")
+    current().write_private(tmp, text.encode("utf-8"))
+    os.replace(tmp, path)
+    fsync(path.parent)

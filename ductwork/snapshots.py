@@ -9,7 +9,7 @@ A publish whose warehouse holds exactly what the current snapshot holds (the sam
 fingerprint) copies nothing: it only rewrites the pointer, whose modification time then says
 when a sync last confirmed the snapshot as current.
 
-Every publish also stamps the warehouse file as it left it (``WarehouseStamp``). DuckDB
+Every publish also stamps the warehouse file as it left it (``ductwork.warehouse_stamp``). DuckDB
 commits every write to the file's write-ahead log, and a checkpoint rewrites the file itself,
 so a warehouse whose file and log are both exactly as stamped has not been written since: the
 next publish then confirms the snapshot without reading every table for the fingerprint.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -29,7 +28,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import NamedTuple
 
 import duckdb
 
@@ -37,6 +35,12 @@ from ductwork import file_modes, snapshot_guard
 from ductwork.history.recording import record_publish
 from ductwork.streams.registry import numbered_lists
 from ductwork.warehouse.schema import add_snapshot_extras, snapshot_sql
+from ductwork.warehouse_stamp import (
+    STAMP,
+    WarehouseStamp,
+    unchanged_since_stamp,
+    write_ahead_log,
+)
 from warehouse_sql import fill, quote_identifier, read_sql, section
 
 POINTER = "CURRENT"
@@ -44,7 +48,6 @@ PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
 STAGING_PREFIX = ".staging-"
 PUBLISH_LOCK = ".publish.lock"
-STAMP = "WAREHOUSE-STAMP"
 # A serving worker writes each large list's records into a hidden file beside the snapshot it
 # serves (``serve.record_file``): ``.records-<hash>``, first as ``.records-<random>.partial``
 # under ``.records.lock``. Named here, so that ``prune`` removes them with their snapshots.
@@ -106,99 +109,6 @@ class Publication:
     fingerprinted: bool = True
 
 
-class FileIdentity(NamedTuple):
-    """What ``stat`` says of a file that any write to it changes."""
-
-    device: int
-    inode: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-
-def _identity(path: Path) -> FileIdentity | None:
-    try:
-        found = path.stat()
-    except FileNotFoundError:
-        return None
-    return FileIdentity(
-        found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
-    )
-
-
-@dataclass(frozen=True)
-class WarehouseStamp:
-    """The warehouse file and its write-ahead log as a publish left them, and the snapshot
-    (with its fingerprint) that held the same content then.
-
-    The change time (``ctime``) cannot be set back by any program, and both files are
-    compared, so an equal stamp means no write reached the warehouse since.
-    """
-
-    snapshot: str  # the snapshot file's name
-    fingerprint: str
-    warehouse: FileIdentity | None
-    wal: FileIdentity | None
-
-    @classmethod
-    def of(cls, database: Path, snapshot: Snapshot, fingerprint: str) -> WarehouseStamp:
-        """The stamp of ``database`` as it is now."""
-        wal = _identity(write_ahead_log(database))
-        return cls(snapshot.path.name, fingerprint, _identity(database), wal)
-
-    @classmethod
-    def read(cls, snapshots_dir: Path) -> WarehouseStamp | None:
-        """The last stamp written, or None (none yet, or unreadable)."""
-        try:
-            saved = json.loads((snapshots_dir / STAMP).read_text(encoding="utf-8"))
-            return cls(
-                str(saved["snapshot"]),
-                str(saved["fingerprint"]),
-                _as_identity(saved["warehouse"]),
-                _as_identity(saved["wal"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def write(self, snapshots_dir: Path) -> None:
-        """Keep this stamp for the next publish."""
-        text = json.dumps(
-            {
-                "snapshot": self.snapshot,
-                "fingerprint": self.fingerprint,
-                "warehouse": self.warehouse,
-                "wal": self.wal,
-            }
-        )
-        _write_atomically(snapshots_dir / STAMP, text)
-
-
-def _as_identity(value: object) -> FileIdentity | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or len(value) != len(FileIdentity._fields):
-        raise ValueError("not a file identity")
-    return FileIdentity(*(int(field) for field in value))
-
-
-def _unchanged_since_stamp(
-    snapshots_dir: Path, live: Snapshot, database: Path | None, release: str
-) -> WarehouseStamp | None:
-    """The stamp, when it vouches that the warehouse still holds what ``live`` holds: it was
-    taken for that snapshot, with this ``release`` of the publishing SQL (the fingerprint's
-    last part), and the files have not changed since."""
-    stamp = WarehouseStamp.read(snapshots_dir)
-    if stamp is None or database is None or stamp.warehouse is None:
-        return None
-    if stamp.warehouse.mtime_ns % 1_000_000_000 == 0:
-        # A file system that keeps whole seconds only: a write within the stamp's own second
-        # could leave every field as stamped, so such a stamp vouches for nothing.
-        return None
-    if stamp.snapshot != live.path.name or not stamp.fingerprint.endswith(release):
-        return None
-    return stamp if WarehouseStamp.of(database, live, stamp.fingerprint) == stamp else None
-
-
 def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     """A fingerprint of every table's content in the database in use: per table, its row count
     and an order-independent sum of row hashes, run-time columns (``synced_at``, a bookmark's
@@ -234,11 +144,11 @@ def publish(
     database = _Database.in_use(warehouse)
     live = current(snapshots_dir)
     if live is not None:
-        stamp = _unchanged_since_stamp(snapshots_dir, live, database.path, release)
+        stamp = unchanged_since_stamp(snapshots_dir, live.path.name, database.path, release)
         if stamp is not None:
             with _publishing(snapshots_dir):
                 _vouch_for(live)
-                _write_atomically(snapshots_dir / POINTER, live.path.name)
+                file_modes.write_atomically(snapshots_dir / POINTER, live.path.name)
             return Publication(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
             )
@@ -252,7 +162,7 @@ def publish(
             warehouse.execute("CHECKPOINT")
         with _publishing(snapshots_dir):
             _vouch_for(live)
-            _write_atomically(snapshots_dir / POINTER, live.path.name)
+            file_modes.write_atomically(snapshots_dir / POINTER, live.path.name)
         _stamp(snapshots_dir, database.path, live, fingerprint)
         return Publication(live, copied=False, fingerprint=fingerprint)
     version = new_version()
@@ -272,7 +182,7 @@ def publish(
             _remove_staging(staging)
             raise
         os.replace(staging, final)
-        _write_atomically(snapshots_dir / POINTER, final.name)
+        file_modes.write_atomically(snapshots_dir / POINTER, final.name)
     published = Snapshot(version, final)
     _stamp(snapshots_dir, database.path, published, fingerprint)
     return Publication(published, copied=True, fingerprint=fingerprint)
@@ -298,16 +208,11 @@ class _Database:
         return cls(name, Path(path) if path else None)
 
 
-def write_ahead_log(database: Path) -> Path:
-    """Where DuckDB keeps the committed changes not yet checkpointed into ``database``."""
-    return Path(f"{database}.wal")
-
-
 def _stamp(
     snapshots_dir: Path, database: Path | None, snapshot: Snapshot, fingerprint: str
 ) -> None:
     if database is not None:
-        WarehouseStamp.of(database, snapshot, fingerprint).write(snapshots_dir)
+        WarehouseStamp.of(database, snapshot.path.name, fingerprint).write(snapshots_dir)
 
 
 @contextmanager
@@ -450,7 +355,7 @@ def adopt(
                 _remove_staging(staging)
                 raise
             os.replace(staging, final)
-        _write_atomically(snapshots_dir / POINTER, name)
+        file_modes.write_atomically(snapshots_dir / POINTER, name)
     return Snapshot(version_of(name), final)
 
 
@@ -599,10 +504,3 @@ def open_current(
         )
     settings = dict(snapshot_guard.LOCKED) if config is None else config
     return snap, duckdb.connect(str(snap.path), read_only=True, config=settings)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}")
-    file_modes.current().write_private(tmp, text.encode("utf-8"))
-    os.replace(tmp, path)
-    file_modes.fsync(path.parent)
