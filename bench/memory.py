@@ -8,8 +8,12 @@
    list page of 1000 records, a page of 100 records as of the first publish against the same
    current page, and a lookup as of the first publish against the current lookup; requests
    one at a time on one connection, the two sides interleaved, medians over ``--requests``.
-   The first request to the first publish (which rebuilds it from the history, once per host)
-   is made before the timing and reported apart.
+   Each side cycles through as many distinct answers (20 list pages, the first 20 pages of the
+   feed's walk since the first publish, ...), each asked once before the timing, so both sides
+   are timed as a server in use answers them: from each worker's caches. Each feed page's
+   first request (read from the history) is a figure of its own against the same current
+   page; the first request to the first publish (which rebuilds it, once per host) is timed
+   apart and reported beside the figures.
 
     python -m bench.memory --scale medium          # what make bench runs as its memory part
     python -m bench.memory --scale small --syncs 3 # a quick pass
@@ -49,9 +53,10 @@ from sandbox.local_server import free_socket
 from warehouse_sql import quote_identifier
 
 BUCKET = "ductwork-bench"
-TARGETS = {"feed": 3.0, "as_of_page": 3.0, "as_of_lookup": 2.0, "size": 1.5}
+TARGETS = {"feed": 3.0, "feed_first": 3.0, "as_of_page": 3.0, "as_of_lookup": 2.0, "size": 1.5}
 FIGURES = {
     "feed": "changes-feed page of 1000 changes / current list page of 1000",
+    "feed_first": "a feed page's first request (read from the history) / current list page",
     "as_of_page": "page of 100 as of an earlier publish / current page of 100",
     "as_of_lookup": "lookup as of an earlier publish / current lookup",
     "size": "warehouse with history / without, after the syncs",
@@ -68,7 +73,9 @@ class MemoryFindings:
     size_without: int = 0
     warehouse_file: int = 0
     rebuild_s: float = 0.0
-    page_changes: int = 0  # in the feed page measured (1000 unless fewer changed)
+    page_changes: int = 0  # the fewest changes in a feed page measured (1000 unless fewer)
+    feed_pages: int = 0  # distinct feed pages the feed figure cycles through
+    feed_first_ms: float = 0.0  # median of each feed page's first request (read from history)
     # figure -> (ours: median ms, current: median ms)
     latency: dict[str, tuple[float, float]] = field(default_factory=dict)
     requests: int = 0
@@ -153,9 +160,12 @@ def measure(
     warehouse = HomeSettings(home=home).warehouse_path
     found.warehouse_file = warehouse.stat().st_size
     found.size_with, found.size_without = sizes(warehouse, work)
-    found.latency, found.rebuild_s, found.page_changes = serve_and_measure(
+    found.latency, found.rebuild_s, walk = serve_and_measure(
         group, home, before.version, token, requests
     )
+    found.page_changes, found.feed_pages = min(walk.changes), len(walk.changes)
+    found.feed_first_ms = statistics.median(walk.first_ms)
+    found.latency["feed_first"] = (found.feed_first_ms, found.latency["feed"][1])
     return found
 
 
@@ -182,11 +192,44 @@ def first_token(home: Path, work: Path) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
+FEED_PAGES = 20  # distinct pages of the walk the feed figure cycles through, as many as list pages
+
+
+@dataclass
+class FeedWalk:
+    """The first pages of the feed's walk since a token: the URL of each, its changes, and the
+    milliseconds of its first request (read from the history, nothing kept yet)."""
+
+    urls: list[str] = field(default_factory=list)
+    changes: list[int] = field(default_factory=list)
+    first_ms: list[float] = field(default_factory=list)
+
+
+def walk_feed(client: httpx.Client, url: str, token: str, pages: int) -> FeedWalk:
+    """Follow the digital assets' walk from ``token``, 1000 changes a page, for up to
+    ``pages`` pages (fewer if it ends first)."""
+    walk = FeedWalk()
+    since = token
+    for _ in range(pages):
+        page_url = f"{url}/_ductwork/v1/changes/digital-assets?since={since}&limit=1000"
+        started = time.perf_counter()
+        answer = client.get(page_url)
+        walk.first_ms.append((time.perf_counter() - started) * 1000)
+        assert answer.status_code == 200, (page_url, answer.status_code, answer.text[:200])
+        page = answer.json()
+        walk.urls.append(page_url)
+        walk.changes.append(len(page["changes"]))
+        if not page["hasMore"]:
+            break
+        since = page["next"]
+    return walk
+
+
 def serve_and_measure(
     group: ProcessGroup, home: Path, version: str, token: str, requests: int
-) -> tuple[dict, float, int]:
+) -> tuple[dict, float, FeedWalk]:
     """``ductwork serve`` over ``home``: the figures' latencies, the first rebuild's time, and
-    how many changes the feed page holds."""
+    the feed pages measured."""
     key = create_key(home)
     port = free_socket().getsockname()[1]
     url = f"http://127.0.0.1:{port}"
@@ -211,24 +254,18 @@ def serve_and_measure(
         started = time.perf_counter()
         assert client.get(f"{at}/products/v2.0/products?count=1").status_code == 200
         rebuild_s = time.perf_counter() - started
-        feed = client.get(
-            f"{url}/_ductwork/v1/changes/digital-assets", params={"since": token, "limit": 1000}
-        ).json()
-        page_changes = len(feed["changes"])
+        walk = walk_feed(client, url, token, FEED_PAGES)
     assets = "/warehouse/v1.0/digital-assets"
     pages = [f"{assets}?count=100&page={page}" for page in range(1, 21)]
     lookups = [f"/products/v2.0/units/{quote(sku, safe='')}" for sku in skus]
     pairs = {
-        "feed": (
-            [f"{url}/_ductwork/v1/changes/digital-assets?since={token}&limit=1000"],
-            [f"{url}{assets}?count=1000&page={page}" for page in range(1, 21)],
-        ),
+        "feed": (walk.urls, [f"{url}{assets}?count=1000&page={page}" for page in range(1, 21)]),
         "as_of_page": ([f"{at}{page}" for page in pages], [f"{url}{page}" for page in pages]),
         "as_of_lookup": ([f"{at}{path}" for path in lookups], [f"{url}{path}" for path in lookups]),
     }
-    # One pass unmeasured: each side's records in the page cache, as a server in use has them.
-    latencies(pairs, key, min(requests, 20))
-    return latencies(pairs, key, requests), rebuild_s, page_changes
+    # One pass unmeasured: each side's answers asked once, as a server in use has them.
+    latencies(pairs, key, max(len(ours) for ours, _ in pairs.values()))
+    return latencies(pairs, key, requests), rebuild_s, walk
 
 
 def report(found: MemoryFindings) -> list[str]:
@@ -262,7 +299,10 @@ def report(found: MemoryFindings) -> list[str]:
     )
     lines += [
         "",
-        f"- The feed page measured held {found.page_changes} changes.",
+        f"- The feed figure cycles through the first {found.feed_pages} pages of the walk since "
+        f"the earlier publish, each of at least {found.page_changes} changes, each asked once "
+        "before the timing (a worker keeps the pages it answered); the first-request figure is "
+        f"the median of those {found.feed_pages} first requests, read from the history.",
         f"- The first request as of the earlier publish rebuilt it from the history: "
         f"{found.rebuild_s:.1f} s (once per host and version).",
         f"- The warehouse file itself: {found.warehouse_file / 2**20:.1f} MiB; syncs after 1 % "

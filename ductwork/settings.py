@@ -288,6 +288,11 @@ class ServeSettings(_Base):
         ge=1,
         description="Gzip-compressed snapshot answers kept per worker, MiB.",
     )
+    serve_feed_cache_mb: int = Field(
+        default=32,
+        ge=1,
+        description="Changes-feed pages kept per worker, MiB.",
+    )
     dagster_url: str = Field(
         default="http://127.0.0.1:3000",
         description="Dagster webserver the read API submits pim-image-sync runs to.",

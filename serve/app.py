@@ -22,7 +22,7 @@ from ductwork.snapshot_store import SnapshotStore
 from serve.documents import add_document_routes
 from serve.failed_requests import FailedRequestLimit
 from serve.fast_answers import FastAnswers
-from serve.gzip_cache import CompressWhenAsked
+from serve.gzip_cache import AnswerCache, CompressWhenAsked
 from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
@@ -112,6 +112,7 @@ def create_app(
         app.state.live.follow(source, store.snapshot_poll_s)
     app.state.keys = KeyFile(home.keys_path)
     app.state.config = AppConfig(home, serve)
+    app.state.feed_pages = AnswerCache(serve.serve_feed_cache_mb << 20)
     app.state.metrics = Metrics()
     counter = LimitCounter(
         serve.rate_limit_url, None if app.state.metrics.shared else app.state.metrics.registry

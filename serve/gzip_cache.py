@@ -36,9 +36,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 # zlib's level 1 to 9; the bodies are JSON, which even level 1 shrinks about sevenfold.
 GZIP_LEVEL = 1
 CACHE_BYTES = 32 << 20  # per worker, unless the settings say otherwise
-# (snapshot version, path, the route's parameters as sorted (name, value) pairs)
+# (snapshot version, path, the route's parameters as sorted (name, value) pairs, media type:
+# one path may answer in more than one, by the request's Accept)
 Parameters = tuple[tuple[str, str], ...]
-AnswerKey = tuple[bytes, str, Parameters]
+AnswerKey = tuple[bytes, str, Parameters, bytes]
 # An entry's share of the ordered dictionary (its slot and link) and of the key's tuple, on top
 # of what ``sys.getsizeof`` reports for the objects themselves; generous on purpose.
 ENTRY_OVERHEAD_BYTES = 256
@@ -46,18 +47,19 @@ ENTRY_OVERHEAD_BYTES = 256
 
 def entry_bytes(key: AnswerKey, compressed: bytes) -> int:
     """The memory an entry holds, as counted against the cache's limit."""
-    version, path, parameters = key
+    version, path, parameters, media_type = key
     size = ENTRY_OVERHEAD_BYTES + sys.getsizeof(compressed) + sys.getsizeof(version)
+    size += sys.getsizeof(media_type)
     size += sys.getsizeof(path) + sys.getsizeof(parameters)
     for name, value in parameters:
         size += sys.getsizeof(name) + sys.getsizeof(value) + 56  # 56: the pair's tuple
     return size
 
 
-class CompressedAnswers:
-    """Compressed answers by (snapshot version, path, parameters), least recently used dropped
-    first beyond ``limit_bytes`` of entries (keys and bookkeeping counted, see ``entry_bytes``).
-    Used from the event loop only."""
+class AnswerCache:
+    """Answers' bytes (here: compressed) by (snapshot version, path, parameters, media type),
+    least recently used dropped first beyond ``limit_bytes`` of entries (keys and bookkeeping
+    counted, see ``entry_bytes``). Used from the event loop only."""
 
     def __init__(self, limit_bytes: int = CACHE_BYTES) -> None:
         self.limit_bytes = limit_bytes
@@ -129,8 +131,12 @@ def _query_names(dependant: Dependant) -> set[str]:
 
 
 def _snapshot_version(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    return _header(headers, b"x-snapshot-version")
+
+
+def _header(headers: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
     for name, value in headers:
-        if name == b"x-snapshot-version":
+        if name == wanted:
             return value
     return None
 
@@ -139,7 +145,7 @@ class _CachingGzipResponder(GZipResponder):
     """Starlette's gzip responder, taking a snapshot answer's compressed body from the cache."""
 
     def __init__(
-        self, app: ASGIApp, minimum_size: int, cache: CompressedAnswers, routes: RouteParameters
+        self, app: ASGIApp, minimum_size: int, cache: AnswerCache, routes: RouteParameters
     ) -> None:
         super().__init__(app, minimum_size, GZIP_LEVEL, exclude_content_types=())
         self.cache = cache
@@ -157,7 +163,8 @@ class _CachingGzipResponder(GZipResponder):
             version = _snapshot_version(start.get("headers") or [])
         if version is None:  # a streamed body, or an answer not from the snapshot alone
             return await super().apply_compression(body, more_body=more_body)
-        key = (version, self.scope["path"], self.routes.key_of(self.scope))
+        media_type = _header(start.get("headers") or [], b"content-type") or b""
+        key = (version, self.scope["path"], self.routes.key_of(self.scope), media_type)
         found = self.cache.get(key)
         if found is None:
             found = await super().apply_compression(body, more_body=False)
@@ -167,7 +174,7 @@ class _CachingGzipResponder(GZipResponder):
 
 class CompressWhenAsked(GZipMiddleware):
     """Starlette's gzip layer, entered only by a request that accepts gzip, with snapshot
-    answers compressed once (``CompressedAnswers``).
+    answers compressed once (``AnswerCache``).
 
     Without gzip in ``Accept-Encoding`` the layer would still inspect every answer's headers
     on every request only to send it as it is.
@@ -177,7 +184,7 @@ class CompressWhenAsked(GZipMiddleware):
         # The API answers JSON and metrics text only: no type needs excluding, and an empty
         # list spares Starlette normalising its default list of fifteen on every request.
         super().__init__(app, minimum_size, GZIP_LEVEL, exclude_content_types=())
-        self.answers = CompressedAnswers(cache_bytes)
+        self.answers = AnswerCache(cache_bytes)
         self.routes = RouteParameters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -59,6 +59,13 @@ def not_modified(state: ServingState) -> Response:
     return answer
 
 
+def tagged(state: ServingState, body: bytes, media_type: str) -> Response:
+    """200 with ``body`` of ``media_type``, tagged with its snapshot."""
+    answer = Response(content=body, media_type=media_type)
+    answer.raw_headers[:0] = _snapshot_headers(state.etag, state.version)
+    return answer
+
+
 def ready_json(state: ServingState, body: bytes) -> Response:
     """200 with ``body``, tagged with its snapshot."""
     return _ReadyJson(body, _snapshot_headers(state.etag, state.version))

@@ -16,20 +16,21 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
 from sandbox.local_server import serving
 from serve.app import create_app
-from serve.gzip_cache import CompressedAnswers, CompressWhenAsked, entry_bytes
+from serve.gzip_cache import AnswerCache, AnswerKey, CompressWhenAsked, entry_bytes
 from tests.conftest import home_with_published_snapshot
 from tests.helpers.sync import first_answer_of_a_new_snapshot, publish_altered_copy
 
 UNITS = "/products/v2.0/indoor-units?count=100"
+JSON = b"application/json"
 
 
-def key(n: int | str, path: str = "/p") -> tuple[bytes, str, tuple[tuple[str, str], ...]]:
-    return (b"v1", path, (("page", str(n)),))
+def key(n: int | str, path: str = "/p") -> AnswerKey:
+    return (b"v1", path, (("page", str(n)),), JSON)
 
 
 def test_the_cache_keeps_the_most_recently_used_answers_within_its_size() -> None:
     one = entry_bytes(key(10), bytes(100))
-    cache = CompressedAnswers(limit_bytes=10 * one)
+    cache = AnswerCache(limit_bytes=10 * one)
     for n in range(10, 40):
         cache.put(key(n), bytes(100))
         cache.get(key(21))  # kept in use
@@ -43,21 +44,22 @@ def test_the_cache_keeps_the_most_recently_used_answers_within_its_size() -> Non
 
 
 def test_an_entrys_key_counts_against_the_limit_as_much_as_its_answer() -> None:
-    cache = CompressedAnswers(limit_bytes=1 << 20)
+    cache = AnswerCache(limit_bytes=1 << 20)
     for n in range(200):
-        cache.put((b"v1", "/p", (("sku", f"{n}-" + "x" * 10_000),)), bytes(10))
+        cache.put((b"v1", "/p", (("sku", f"{n}-" + "x" * 10_000),), JSON), bytes(10))
     # Each key is about 10 kB and each answer 10 bytes: the keys alone fill the megabyte.
     assert 90 <= len(cache) <= 100 and cache.size_bytes <= 1 << 20
 
 
 def test_the_counted_size_covers_the_memory_the_entries_hold() -> None:
-    cache = CompressedAnswers(limit_bytes=1 << 30)
+    cache = AnswerCache(limit_bytes=1 << 30)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for n in range(3_000):
             parameters = (("brand", "b" * (n % 97)), ("count", str(n)))
-            cache.put((b"v1", f"/products/v2.0/units/SKU-{n}", parameters), bytes(n % 500))
+            key = (b"v1", f"/products/v2.0/units/SKU-{n}", parameters, JSON)
+            cache.put(key, bytes(n % 500))
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()

@@ -225,19 +225,28 @@ def caught_up_token(api: RunningApi, key: str, stream: str, remembered: dict) ->
 
 def test_ndjson_streams_the_same_walk_one_object_a_line_with_next_last(remembered: dict) -> None:
     key = remembered["key"]
-    with serving_process(remembered["home"], 1) as api:
-        as_json = httpx.get(
-            f"{api.url}{CHANGES}leads", params={"limit": 40},
-            headers={"Authorization": f"Bearer {key}"},
-        ).json()  # fmt: skip
-        as_lines = httpx.get(
-            f"{api.url}{CHANGES}leads", params={"limit": 40},
-            headers={"Authorization": f"Bearer {key}", "Accept": "application/x-ndjson"},
-        )  # fmt: skip
+    ndjson = {"Authorization": f"Bearer {key}", "Accept": "application/x-ndjson"}
+    with serving_process(remembered["home"], 1) as api, httpx.Client() as client:  # gzip asked
+        ask = f"{api.url}{CHANGES}leads"
+        # Each format twice: the second of each is the page the worker kept (and compressed),
+        # which must stay in its own format.
+        json_answers = [
+            client.get(ask, params={"limit": 40}, headers={"Authorization": f"Bearer {key}"})
+            for _ in range(2)
+        ]
+        line_answers = [client.get(ask, params={"limit": 40}, headers=ndjson) for _ in range(2)]
+    as_json, as_lines = json_answers[0].json(), line_answers[0]
     assert as_lines.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in as_lines.text.splitlines()]
     assert lines[:-1] == as_json["changes"]
     assert lines[-1] == {"next": as_json["next"], "hasMore": True}
+    assert json_answers[1].content == json_answers[0].content
+    assert line_answers[1].content == as_lines.content
+    assert line_answers[1].headers["content-type"].startswith("application/x-ndjson")
+    version = snapshots.current(HomeSettings(home=remembered["home"]).snapshots_dir).version
+    for answer in [*json_answers, *line_answers]:
+        assert answer.headers["content-encoding"] == "gzip"
+        assert answer.headers["x-snapshot-version"] == version
 
 
 def test_a_long_poll_is_woken_by_a_publish_and_brings_what_it_changed(remembered: dict) -> None:

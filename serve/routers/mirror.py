@@ -27,11 +27,14 @@ from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS
 from serve import openapi_schemas as schemas
 from serve.deps import require_key, serving_state
+from serve.gzip_cache import AnswerCache, AnswerKey
 from serve.live_snapshot import ServingState
 from serve.openapi_docs import MIRROR_ERRORS, answer
+from serve.responses import tagged
 
 PREFIX = "/_ductwork/v1"
 NDJSON = "application/x-ndjson"
+JSON = "application/json"
 MAX_WAIT_S = 60
 router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=MIRROR_ERRORS)
 STREAM_NAMES = {stream.name: stream for stream in STREAMS}
@@ -78,15 +81,31 @@ async def changes(
     require_scope(key, found)
     size = read_int("limit", limit, feed.DEFAULT_LIMIT, 1, feed.MAX_LIMIT)
     hold_s = read_int("wait", wait, 0, 0, MAX_WAIT_S)
+    media_type = NDJSON if NDJSON in request.headers.get("accept", "") else JSON
     state = await serving_state(request)
+    pages: AnswerCache = request.app.state.feed_pages
+    kept = pages.get(_page_key(state, request, since, size, media_type))
+    if kept is not None:  # only pages with changes are kept: no reason to wait
+        return tagged(state, kept, media_type)
     page = await _page(state, found, since, size)
     if hold_s and not page.changes and not page.has_more:
         newer = await request.app.state.live.wait_for_newer(state.version, hold_s)
         if newer is not None:
+            state = newer
             page = await _page(newer, found, since, size)
-    if NDJSON in request.headers.get("accept", ""):
-        return Response(content=_ndjson(page), media_type=NDJSON)
-    return Response(content=_json(found.name, since, page), media_type="application/json")
+    body = _ndjson(page) if media_type == NDJSON else _json(found.name, since, page)
+    if page.changes:
+        pages.put(_page_key(state, request, since, size, media_type), body)
+    return tagged(state, body, media_type)
+
+
+def _page_key(
+    state: ServingState, request: Request, since: str | None, size: int, media_type: str
+) -> AnswerKey:
+    """A page's key among the kept pages: the same snapshot, stream, token, size and format
+    give the same bytes (the walk a token continues is pinned to one publish)."""
+    parameters = (("limit", str(size)), ("since", since or ""))
+    return (state.version.encode(), request.url.path, parameters, media_type.encode())
 
 
 async def _page(state: ServingState, stream: Stream, since: str | None, size: int) -> feed.FeedPage:
