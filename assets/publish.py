@@ -1,8 +1,7 @@
 """Publishing: the serving snapshot, the last step of every sync."""
 
-from __future__ import annotations
-
-from datetime import timedelta
+# No ``from __future__ import annotations``: Dagster reads the ``context`` annotation as an object.
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -11,8 +10,9 @@ from dagster_duckdb import DuckDBResource
 from assets.ingest import OWNERS, WAREHOUSE_POOL
 from assets.resources import DataHome, open_warehouse
 from assets.streams import SYNCED_KEYS
-from ductwork import snapshots
+from ductwork import snapshots, sync_times
 from ductwork.settings import HistorySettings, S3Settings, SnapshotStoreSettings, load
+from ductwork.streams.registry import STREAMS
 
 if TYPE_CHECKING:
     from ductwork.snapshot_store import StorePublication
@@ -32,15 +32,20 @@ if TYPE_CHECKING:
         "last) for the read API's replicas."
     ),
 )
-def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.MaterializeResult:
+def serving_snapshot(
+    context: dg.AssetExecutionContext, warehouse: DuckDBResource, data_home: DataHome
+) -> dg.MaterializeResult:
     """Publish the warehouse as a new snapshot and make it current (or confirm the current one
-    when the warehouse's content has not changed since it was published)."""
+    when the warehouse's content has not changed since it was published), with when each
+    stream last synced."""
     with open_warehouse(warehouse) as con:
         keep = timedelta(days=load(HistorySettings).history_days)
         published = snapshots.publish(con, data_home.snapshots_dir, keep)
     removed = snapshots.prune(data_home.snapshots_dir)
     snapshot = published.snapshot
-    stored = _publish_to_store(snapshot)
+    synced = stream_sync_times(context.instance)
+    sync_times.write(data_home.snapshots_dir, synced)
+    stored = _publish_to_store(snapshot, sync_times.encode(synced))
     metadata: dict[str, object] = {
         "version": snapshot.version,
         "path": dg.MetadataValue.path(str(snapshot.path)),
@@ -49,6 +54,7 @@ def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.Mater
         # False when the warehouse file was untouched since the last publish stamped it.
         "fingerprinted": published.fingerprinted,
         "pruned": len(removed),
+        "streams_dated": len(synced),
     }
     if stored is not None:
         metadata["store_key"] = stored.key
@@ -58,13 +64,26 @@ def serving_snapshot(warehouse: DuckDBResource, data_home: DataHome) -> dg.Mater
     return dg.MaterializeResult(metadata=metadata)
 
 
-def _publish_to_store(snapshot: snapshots.Snapshot) -> StorePublication | None:
-    """Upload the snapshot (unless already there) and point the store at it, when
-    ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
+def stream_sync_times(instance: dg.DagsterInstance) -> dict[str, datetime]:
+    """When each stream last synced successfully, as the instance's run history says: the
+    oldest of its steps' latest materializations (a stream with a step never materialized
+    is left out)."""
+    found = {}
+    for stream in STREAMS:
+        latest = [instance.get_latest_materialization_event(dg.AssetKey(a)) for a in stream.assets]
+        if all(event is not None for event in latest):
+            oldest = min(event.timestamp for event in latest if event is not None)
+            found[stream.name] = datetime.fromtimestamp(oldest, UTC)
+    return found
+
+
+def _publish_to_store(snapshot: snapshots.Snapshot, synced: bytes) -> "StorePublication | None":
+    """Upload the snapshot (unless already there), the streams' sync times, and point the
+    store at it, when ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
     url = load(SnapshotStoreSettings).snapshot_store
     if url is None:
         return None
     # Imported only here: it imports boto3, which a data folder without a store never needs.
     from ductwork.snapshot_store import SnapshotStore
 
-    return SnapshotStore.connect(url, load(S3Settings)).publish(snapshot)
+    return SnapshotStore.connect(url, load(S3Settings)).publish(snapshot, synced)

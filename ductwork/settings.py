@@ -293,6 +293,12 @@ class ServeSettings(_Base):
         ge=1,
         description="Changes-feed pages kept per worker, MiB.",
     )
+    serve_max_age_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds after a stream's last successful sync past which its paths answer "
+        "503 and /readyz fails (unset: never).",
+    )
     dagster_url: str = Field(
         default="http://127.0.0.1:3000",
         description="Dagster webserver the read API submits pim-image-sync runs to.",

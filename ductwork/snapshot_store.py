@@ -20,9 +20,10 @@ finds the file it named, even if its download takes minutes.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Container, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,13 +36,14 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from ductwork import file_modes, snapshot_guard, snapshots
+from ductwork import file_modes, snapshot_guard, snapshots, sync_times
 from ductwork.settings import S3Settings
 
 MAX_POLL_S = 300.0
 GRACE_S = 600.0  # the data folder's own grace, and at least twice MAX_POLL_S
 KEEP = 3
 FETCH_LOCK = ".fetch.lock"
+log = logging.getLogger("ductwork")
 # Multipart above 64 MiB, in parts of 64 MiB; boto3's managed transfer does the rest (its own
 # number of parts in flight).
 TRANSFER = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20)
@@ -128,9 +130,12 @@ class SnapshotStore:
         )
         return cls(StoreLocation.parse(url), client, s3.s3_region)
 
-    def publish(self, snapshot: snapshots.Snapshot) -> StorePublication:
+    def publish(
+        self, snapshot: snapshots.Snapshot, synced: bytes | None = None
+    ) -> StorePublication:
         """Make ``snapshot`` current in the store: upload its file unless the store already has
-        it (a confirm-only publish), then rewrite ``CURRENT``, then prune."""
+        it (a confirm-only publish), write the streams' sync times (``synced``, see
+        ``ductwork.sync_times``) when given, then rewrite ``CURRENT``, then prune."""
         key = self.location.key(snapshot.path.name)
         checksum_key = key + snapshot_guard.CHECKSUM_SUFFIX
         uploaded = False
@@ -140,8 +145,22 @@ class SnapshotStore:
         if uploaded or not self._exists(checksum_key):
             checksum = snapshot_guard.checksum_path(snapshot.path).read_bytes()
             self._with_bucket(lambda: self._put_text(checksum_key, checksum))
+        if synced is not None:
+            self._with_bucket(lambda: self._put_text(self.location.key(sync_times.SYNCED), synced))
         self._with_bucket(lambda: self._write_pointer(snapshot.path.name))
         return StorePublication(key, uploaded, self.prune())
+
+    def read_sync_times(self) -> bytes | None:
+        """The streams' sync times the last publish wrote; None when it wrote none."""
+        try:
+            found = self._client.get_object(
+                Bucket=self.location.bucket, Key=self.location.key(sync_times.SYNCED)
+            )
+        except ClientError as exc:
+            if _code(exc) in _MISSING:
+                return None
+            raise
+        return found["Body"].read(sync_times.MAX_BYTES + 1)  # more: refused by ``decode``
 
     def read_pointer(self) -> Pointer | None:
         """The current snapshot's name and when it was last published or confirmed; None
@@ -297,7 +316,24 @@ def fetch_current(
                 )
             snapshots.prune(snapshots_dir, keep=KEEP, grace_s=GRACE_S)
     snapshots.confirm(snapshots_dir, pointer.written_at)
+    _copy_sync_times(store, snapshots_dir)
     return snapshots.current(snapshots_dir)
+
+
+def _copy_sync_times(store: SnapshotStore, snapshots_dir: Path) -> None:
+    """Bring the store's stream sync times here when they differ from the local copy (one small
+    read per poll: a publish rewrites them even when it only confirmed the snapshot). A file
+    that is not theirs is logged and left out; the last good copy stays."""
+    raw = store.read_sync_times()
+    if raw is None:
+        return
+    with suppress(FileNotFoundError):
+        if (snapshots_dir / sync_times.SYNCED).read_bytes() == raw:
+            return
+    try:
+        sync_times.write(snapshots_dir, sync_times.decode(raw))
+    except ValueError as exc:
+        log.warning("%s%s: %s", store.location, sync_times.SYNCED, exc)
 
 
 @contextmanager

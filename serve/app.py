@@ -19,10 +19,11 @@ from ductwork.contract.paths import Family
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
+from serve.data_age import DataAge
 from serve.documents import add_document_routes
 from serve.failed_requests import FailedRequestLimit
 from serve.fast_answers import FastAnswers
-from serve.gzip_cache import AnswerCache, CompressWhenAsked
+from serve.gzip_cache import GZIP_MINIMUM_BYTES, AnswerCache, CompressWhenAsked
 from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
 from serve.observability import Metrics, RequestTelemetry
@@ -136,16 +137,26 @@ def create_app(
         live=app.state.live,
         past=PastStates(home.snapshots_dir, serve.serve_list_cache_mb << 20),
     )
+    # Outside the past's layer, which hands the spec's paths a past snapshot: those are not dated.
+    app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
     if serve.serve_cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=serve.serve_cors_origins,
             allow_methods=["GET"],
-            allow_headers=["Authorization", "If-None-Match", "X-Request-ID"],
-            expose_headers=["ETag", "X-Request-ID", "X-Snapshot-Version", "Retry-After"],
+            allow_headers=["Authorization", "If-None-Match", "If-Modified-Since", "X-Request-ID"],
+            expose_headers=[
+                "ETag",
+                "X-Request-ID",
+                "X-Snapshot-Version",
+                "X-Synced-At",
+                "Retry-After",
+            ],
         )
     app.add_middleware(
-        CompressWhenAsked, minimum_size=1024, cache_bytes=serve.serve_gzip_cache_mb << 20
+        CompressWhenAsked,
+        minimum_size=GZIP_MINIMUM_BYTES,
+        cache_bytes=serve.serve_gzip_cache_mb << 20,
     )
     # Outside the gzip layer, so that a refused client costs as little as possible.
     app.add_middleware(FailedRequestLimit, limit=failures)

@@ -6,7 +6,8 @@ middleware answers these requests itself, building the very same response as the
 (the same envelopes, errors and ``responses`` helpers):
 
 - ``GET /products/v2.0/units/{sku}`` and ``GET /products/v2.0/{unit type}/{sku}``: the record,
-  its 304 when ``If-None-Match`` names the snapshot, or the family's 404 for an unknown SKU;
+  its 304 when ``If-None-Match`` names its content (``serve.validators``), or the family's 404
+  for an unknown SKU;
 - ``GET /products/v2.0/products``, ``GET /products/v2.0/{unit type}`` and
   ``GET /warehouse/v1.0/digital-assets`` whose query holds nothing but one valid ``count``
   and/or one valid ``page`` (and, for the digital assets, one valid ``updatedAfter``): the
@@ -33,10 +34,11 @@ from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import ApiError, product_not_found, unit_not_found
 from ductwork.contract.paths import Family
 from ductwork.keys import SCOPE_OF
+from ductwork.streams.registry import PRODUCTS
 from serve.deps import count_in_scope, key_of
 from serve.live_snapshot import PAST_STATE, ServingState
 from serve.rate_limit import page_cost
-from serve.responses import error_response, holds_current, not_modified, ready_json
+from serve.responses import Conditions, error_response, revalidated
 from serve.routers.warehouse import digital_assets_page
 
 Scope = MutableMapping[str, Any]
@@ -83,7 +85,7 @@ class FastAnswers:
         state = scope.get(PAST_STATE) or app_state.live.get()
         if state is None:
             return None
-        authorization, if_none_match = _request_headers(scope["headers"])
+        authorization, conditions = _request_headers(scope["headers"])
         # The key is verified only for a request this path takes (the routes verify the
         # others), and counted against its limit before any record is read for it.
         key = key_of(app_state.keys, authorization)
@@ -98,25 +100,26 @@ class FastAnswers:
             record = _find(state, planned)
             if record is None:
                 return error_response(_not_found(planned), path)
-            if holds_current(state, if_none_match):
-                return not_modified(state)
-            return ready_json(state, product_lookup(record))
-        if holds_current(state, if_none_match):
-            return not_modified(state)
-        return ready_json(state, await _read(state, planned))
+            modified = state.times.of(PRODUCTS.name, planned.sku)
+            return revalidated(state, product_lookup(record), conditions, modified)
+        return revalidated(state, await _read(state, planned), conditions)
 
 
-def _request_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, str | None]:
-    """The first ``Authorization`` (empty when absent) and ``If-None-Match`` values, as
+_CONDITIONS = (b"if-none-match", b"if-modified-since", b"accept-encoding")
+
+
+def _request_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, Conditions]:
+    """The first ``Authorization`` value (empty when absent) and the request's conditions, as
     Starlette's ``Headers.get`` reads them."""
-    authorization = if_none_match = None
+    authorization = None
+    found: dict[bytes, str] = {}
     for name, value in headers:
         if name == b"authorization":
             if authorization is None:
                 authorization = value.decode("latin-1")
-        elif name == b"if-none-match" and if_none_match is None:
-            if_none_match = value.decode("latin-1")
-    return authorization or "", if_none_match
+        elif name in _CONDITIONS and name not in found:
+            found[name] = value.decode("latin-1")
+    return authorization or "", Conditions(*(found.get(name) for name in _CONDITIONS))
 
 
 @dataclass(frozen=True)

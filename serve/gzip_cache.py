@@ -15,7 +15,8 @@ padding a query does not fill the cache. The cache's size counts each entry whol
 bookkeeping included, not only its compressed bytes.
 
 The headers are Starlette's own (``Content-Encoding: gzip``, ``Vary: Accept-Encoding``, the
-compressed ``Content-Length``) and the body is valid gzip; only its deflate level is lower
+compressed ``Content-Length``) but for the ETag, which takes its gzip form (``serve.validators``),
+and the body is valid gzip; only its deflate level is lower
 than Starlette's default, the level that costs a tenth of the time for a slightly larger body.
 """
 
@@ -33,9 +34,13 @@ from starlette.datastructures import Headers
 from starlette.middleware.gzip import GZipMiddleware, GZipResponder, IdentityResponder
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from serve.validators import with_gzip
+
 # zlib's level 1 to 9; the bodies are JSON, which even level 1 shrinks about sevenfold.
 GZIP_LEVEL = 1
 CACHE_BYTES = 32 << 20  # per worker, unless the settings say otherwise
+# Smaller bodies go out as they are: compressing them saves less than it costs.
+GZIP_MINIMUM_BYTES = 1024
 # (snapshot version, path, the route's parameters as sorted (name, value) pairs, media type:
 # one path may answer in more than one, by the request's Accept)
 Parameters = tuple[tuple[str, str], ...]
@@ -141,6 +146,13 @@ def _header(headers: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
     return None
 
 
+def _mark_compressed_etag(headers: list[tuple[bytes, bytes]]) -> None:
+    """Give the ETag, if any, its gzip form: another content coding, another representation."""
+    for index, (name, value) in enumerate(headers):
+        if name == b"etag":
+            headers[index] = (name, with_gzip(value))
+
+
 class _CachingGzipResponder(GZipResponder):
     """Starlette's gzip responder, taking a snapshot answer's compressed body from the cache."""
 
@@ -158,6 +170,8 @@ class _CachingGzipResponder(GZipResponder):
 
     async def apply_compression(self, body: bytes, *, more_body: bool) -> bytes:
         start = self.initial_message
+        if self._compressor is None:  # the first chunk: this body goes out compressed
+            _mark_compressed_etag(start.get("headers") or [])
         version = None
         if not more_body and self._compressor is None and start.get("status") == 200:
             version = _snapshot_version(start.get("headers") or [])

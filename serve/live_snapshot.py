@@ -21,15 +21,16 @@ import math
 import threading
 import time
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshot_guard, snapshots, sync_times
 from ductwork.history.feed import Publish, mirror_id, publishes
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
 from serve.catalog_index import CatalogIndex, load_catalog
+from serve.record_times import RecordTimes, load_record_times
 from serve.small_answers import SmallAnswers, load_small_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
 
@@ -54,11 +55,8 @@ class ServingState:
     # the mirror's name that checks its tokens.
     publishes: tuple[Publish, ...] = ()
     mirror: str = ""
-
-    @property
-    def etag(self) -> str:
-        """The ETag of every answer from this snapshot."""
-        return f'"{self.version}"'
+    # When each record held in memory was first served as it is.
+    times: RecordTimes = field(default_factory=RecordTimes)
 
     def close(self) -> None:
         """Close the snapshot's connection and let the snapshot go (no request may be using
@@ -85,6 +83,7 @@ def load_state(
             reader.con.close()
             raise
         con = reader.cursor()
+        kept = tuple(publishes(con)) if with_history else ()
         return ServingState(
             version=snapshot.version,
             path=snapshot.path,
@@ -94,8 +93,9 @@ def load_state(
             lists=_load_lists(reader, snapshot, cache_bytes),
             reader=reader,
             lease=lease,
-            publishes=tuple(publishes(con)) if with_history else (),
+            publishes=kept,
             mirror=mirror_id(con) if with_history else "",
+            times=load_record_times(con, kept),
         )
     except BaseException:
         lease.release()
@@ -140,6 +140,7 @@ class LiveSnapshot:
         self._watcher_lock = threading.Lock()
         self._refused: set[str] = set()  # the file names of snapshots refused
         self.refusal: str | None = None  # why the newest snapshot is not served, if it is not
+        self._sync_times = sync_times.FolderSyncTimes(snapshots_dir)
 
     def follow(self, store: SnapshotStore, poll_s: float) -> None:
         """Serve what the object store's pointer names from now on, checking every ``poll_s``
@@ -197,10 +198,23 @@ class LiveSnapshot:
 
     def age_seconds(self, state: ServingState) -> float:
         """Seconds since a sync last published or confirmed ``state``'s snapshot as current."""
+        return time.time() - self._confirmed_at(state)
+
+    def _confirmed_at(self, state: ServingState) -> float:
         moment = state.published_at
         if self._confirmed is not None and self._confirmed[0] == state.version:
             moment = max(moment, self._confirmed[1])
-        return time.time() - moment
+        return moment
+
+    def synced_at(self, stream: str, state: ServingState) -> float:
+        """When ``stream`` last synced successfully (epoch seconds); without a time of its own
+        (publishes that wrote none), when a sync last published or confirmed ``state``."""
+        found = self._sync_times.times.get(stream)
+        return found if found is not None else self._confirmed_at(state)
+
+    def sync_times(self, state: ServingState) -> dict[str, float]:
+        """Every stream's ``synced_at``."""
+        return {stream.name: self.synced_at(stream.name, state) for stream in STREAMS}
 
     def load_now(self) -> ServingState | None:
         """Load the current snapshot synchronously (at start-up)."""
@@ -287,6 +301,7 @@ class LiveSnapshot:
         log.info("serving snapshot %s", snap.version)
 
     def _note_confirmation(self, snap: snapshots.Snapshot | None) -> None:
+        self._sync_times.refresh()
         confirmed = snapshots.confirmed_at(self._dir)
         if snap is not None and confirmed is not None:
             self._confirmed = (snap.version, confirmed)

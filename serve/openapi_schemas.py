@@ -178,6 +178,17 @@ READY: Schema = {
         "status": {"type": "string"},
         "snapshot": {"type": "string"},
         "age_seconds": {"type": "number"},
+        "synced_at": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "format": "date-time"},
+            "description": "When each stream last synced successfully.",
+        },
+        "stale": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Present (and the answer 503) while streams are past "
+            "DUCTWORK_SERVE_MAX_AGE_S: their names.",
+        },
         "key_file": {
             "type": "string",
             "description": "Present while the key file on disk cannot be read: why, since "

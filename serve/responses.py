@@ -1,21 +1,44 @@
-"""Answers built from ready JSON bytes, tagged with the snapshot they came from."""
+"""Answers built from ready JSON bytes, tagged with their content (ETag) and the snapshot they
+came from."""
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from fastapi import Request, Response
 
 from ductwork.contract.errors import JSON, ApiError, ErrorAnswer, render
 from ductwork.contract.paths import family_of
+from serve.gzip_cache import GZIP_MINIMUM_BYTES
 from serve.live_snapshot import ServingState
+from serve.validators import content_etag, names_body, unmodified_since, with_gzip
+
+# When a record's content was first served: epoch seconds, and as an HTTP date.
+Modified = tuple[float, bytes]
+
+
+class Conditions(NamedTuple):
+    """What a request says about the answer it may already hold (the first of each header)."""
+
+    if_none_match: str | None
+    if_modified_since: str | None
+    accept_encoding: str | None
+
+    @classmethod
+    def of(cls, request: Request) -> Conditions:
+        headers = request.headers
+        return cls(
+            headers.get("if-none-match"),
+            headers.get("if-modified-since"),
+            headers.get("accept-encoding"),
+        )
 
 
 @lru_cache(maxsize=4)
-def _snapshot_headers(etag: str, version: str) -> tuple[tuple[bytes, bytes], ...]:
-    """Every answer's headers naming its snapshot, encoded once per snapshot."""
+def _snapshot_headers(version: str) -> tuple[tuple[bytes, bytes], ...]:
+    """The headers naming an answer's snapshot, encoded once per snapshot."""
     return (
-        (b"etag", etag.encode()),
         (b"x-snapshot-version", version.encode()),
         # Keyed data: only the caller may keep it, and must revalidate (cheaply, by ETag).
         (b"cache-control", b"private, no-cache"),
@@ -29,46 +52,65 @@ class _ReadyJson(Response):
 
     media_type = JSON
 
-    def __init__(self, body: bytes, snapshot_headers: tuple[tuple[bytes, bytes], ...]) -> None:
+    def __init__(
+        self, body: bytes, etag: bytes, version: str, modified: Modified | None = None
+    ) -> None:
         self.status_code = 200
         self.body = body
         self.background = None
         self.raw_headers = [
-            *snapshot_headers,
+            (b"etag", etag),
+            *_snapshot_headers(version),
             (b"content-length", str(len(body)).encode()),
             (b"content-type", JSON.encode()),
         ]
+        if modified is not None:
+            self.raw_headers.append((b"last-modified", modified[1]))
 
 
-def json_answer(request: Request, state: ServingState, body: bytes) -> Response:
-    """200 with ``body``, or 304 when the caller already holds this snapshot's answer."""
-    if holds_current(state, request.headers.get("if-none-match")):
-        return not_modified(state)
-    return ready_json(state, body)
+def json_answer(
+    request: Request, state: ServingState, body: bytes, modified: Modified | None = None
+) -> Response:
+    """200 with ``body``, or 304 when the caller already holds this body."""
+    return revalidated(state, body, Conditions.of(request), modified)
 
 
-def holds_current(state: ServingState, if_none_match: str | None) -> bool:
-    """Whether an ``If-None-Match`` value names this snapshot's answer (then: 304)."""
-    return if_none_match == state.etag
+def revalidated(
+    state: ServingState, body: bytes, conditions: Conditions, modified: Modified | None = None
+) -> Response:
+    """200 with ``body`` (and ``Last-Modified`` when ``modified`` is known), or its 304 when
+    ``If-None-Match`` names it (in any snapshot), or, without ``If-None-Match``, when it has
+    not been modified since ``If-Modified-Since`` (RFC 9110, 13.2.2)."""
+    etag = content_etag(body)
+    if conditions.if_none_match is not None:
+        held = names_body(conditions.if_none_match, etag)
+    else:
+        held = modified is not None and unmodified_since(modified[0], conditions.if_modified_since)
+    if held:
+        return not_modified(state, _as_sent(etag, body, conditions.accept_encoding))
+    return _ReadyJson(body, etag, state.version, modified)
 
 
-def not_modified(state: ServingState) -> Response:
-    """The 304 of every answer of this snapshot."""
+def _as_sent(etag: bytes, body: bytes, accept_encoding: str | None) -> bytes:
+    """The ETag the 200 would have carried: the gzip layer compresses a body this large for a
+    caller that accepts gzip."""
+    if accept_encoding and "gzip" in accept_encoding and len(body) >= GZIP_MINIMUM_BYTES:
+        return with_gzip(etag)
+    return etag
+
+
+def not_modified(state: ServingState, etag: bytes) -> Response:
+    """The 304 of an answer whose ETag is ``etag``."""
     answer = Response(status_code=304)
-    answer.raw_headers[:0] = _snapshot_headers(state.etag, state.version)
+    answer.raw_headers[:0] = [(b"etag", etag), *_snapshot_headers(state.version)]
     return answer
 
 
 def tagged(state: ServingState, body: bytes, media_type: str) -> Response:
-    """200 with ``body`` of ``media_type``, tagged with its snapshot."""
+    """200 with ``body`` of ``media_type``, tagged with its content and snapshot."""
     answer = Response(content=body, media_type=media_type)
-    answer.raw_headers[:0] = _snapshot_headers(state.etag, state.version)
+    answer.raw_headers[:0] = [(b"etag", content_etag(body)), *_snapshot_headers(state.version)]
     return answer
-
-
-def ready_json(state: ServingState, body: bytes) -> Response:
-    """200 with ``body``, tagged with its snapshot."""
-    return _ReadyJson(body, _snapshot_headers(state.etag, state.version))
 
 
 def error_response(error: ApiError, path: str) -> Response:

@@ -36,7 +36,7 @@ def test_a_revoked_key_gets_401_at_once(read_api: ReadApi) -> None:
     assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 401
 
 
-def test_etag_of_the_snapshot_answers_304_and_every_answer_has_a_request_id(
+def test_the_gzip_etag_answers_304_and_every_answer_has_a_request_id(
     read_api: ReadApi,
 ) -> None:
     headers = {"Authorization": f"Bearer {read_api.key}", "Accept-Encoding": "gzip"}
@@ -44,9 +44,11 @@ def test_etag_of_the_snapshot_answers_304_and_every_answer_has_a_request_id(
     first = httpx.get(url, headers=headers)
     assert first.headers["content-encoding"] == "gzip"
     assert first.headers["x-request-id"]
+    assert first.headers["etag"].endswith('-gzip"')
     again = httpx.get(url, headers={**headers, "If-None-Match": first.headers["etag"]})
     assert again.status_code == 304
     assert again.content == b""
+    assert again.headers["etag"] == first.headers["etag"]
     missing = httpx.get(f"{read_api.url}/products/v2.0/indoor-units/nope", headers=headers)
     assert missing.headers["x-request-id"] != first.headers["x-request-id"]
 
@@ -78,13 +80,14 @@ def test_found_sku_lookups_keep_their_headers_304_scopes_and_key_checks(read_api
     url = f"{read_api.url}/products/v2.0/units/{quote_sku(sku)}"
     found = httpx.get(url, headers=headers)
     assert found.status_code == 200 and found.json()["data"]["sku"] == sku
-    assert found.headers["etag"] == listed.headers["etag"]
+    assert found.headers["etag"] != listed.headers["etag"]  # another body
     assert found.headers["x-snapshot-version"] and found.headers["x-request-id"]
     assert found.headers["cache-control"] == "private, no-cache"
     by_type = httpx.get(
         f"{read_api.url}/products/v2.0/indoor-units/{quote_sku(sku)}", headers=headers
     )
     assert by_type.content == found.content
+    assert by_type.headers["etag"] == found.headers["etag"]
     again = httpx.get(url, headers={**headers, "If-None-Match": found.headers["etag"]})
     assert again.status_code == 304
     crm_only = KeyFile(HomeSettings(home=read_api.home).keys_path).create("crm-only", ["crm"])

@@ -125,6 +125,6 @@ def test_a_new_snapshot_is_served_from_its_own_record_file(
         "UPDATE digital_assets SET record = '{\"changed\":true}' WHERE rowid = "
         "(SELECT row_id FROM serving_digital_assets WHERE pos = 0)",
     )
-    after = first_answer_of_a_new_snapshot(page, headers, before.headers["etag"])
+    after = first_answer_of_a_new_snapshot(page, headers, before.headers["x-snapshot-version"])
     assert after.json()["data"][0] == {"changed": True}
     assert after.json()["data"][1:] == before.json()["data"][1:]

@@ -290,11 +290,14 @@ def test_every_answer_carries_nosniff_short_path_routes_errors_and_operations(
     key = {"Authorization": f"Bearer {read_api.key}"}
     sku = httpx.get(f"{read_api.url}{paths.unit_path('indoor-units')}?count=1", headers=key)
     found = sku.json()["data"][0]["_links"]["self"]["href"]  # percent-encoded
+    record = httpx.get(f"{read_api.url}{found}", headers=key)
     answers = [
         sku,  # a page of the short path
-        httpx.get(f"{read_api.url}{found}", headers=key),
+        record,
         httpx.get(f"{read_api.url}{paths.UNITS_RESOLVER}/NO-SUCH-SKU", headers=key),
-        httpx.get(f"{read_api.url}{found}", headers={**key, "If-None-Match": sku.headers["etag"]}),
+        httpx.get(
+            f"{read_api.url}{found}", headers={**key, "If-None-Match": record.headers["etag"]}
+        ),
         httpx.get(f"{read_api.url}{paths.LEADS}?count=2", headers=key),
         httpx.get(
             f"{read_api.url}{paths.PRODUCTS_LIST}", headers={**key, "Accept-Encoding": "gzip"}

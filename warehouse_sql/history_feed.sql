@@ -51,3 +51,12 @@ LIMIT $limit;
 -- name: records
 -- The records of the keys `$keys` at publish `$pin` (NULL: the snapshot's own).
 SELECT key, record::VARCHAR FROM {records}($pin) WHERE key IN (SELECT unnest($keys::VARCHAR[]));
+
+-- name: records_since
+-- Each current record of stream `$stream` with the publish since which it is as it is: when the
+-- mirror first served its content (Last-Modified of a single-record answer).
+SELECT key, since FROM history.feed_state WHERE stream = $stream;
+
+-- name: record_since
+-- The same for one key (`$key`).
+SELECT since FROM history.feed_state WHERE stream = $stream AND key = $key;

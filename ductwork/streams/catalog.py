@@ -193,6 +193,7 @@ PRODUCTS = Stream(
         *(_unit_step(slug) for slug in paths.UNIT_SLUGS),
     ),
     serving=Serving.CATALOG,
+    serves_below=paths.PRODUCTS_PREFIX + "/",
 )
 
 PAIRINGS = Stream(

@@ -133,7 +133,9 @@ class Stream:
     """One stream of the registry.
 
     ``key`` is the member (or member pair) that identifies a record in the changes feed;
-    ``path`` the upstream (and served) path of its list or document; ``sql`` the file in
+    ``path`` the upstream (and served) path of its list or document, and of every path below
+    it; ``serves_below`` a prefix of further paths it answers (the catalog's unit lists and
+    lookups), unless a stream's own path names them; ``sql`` the file in
     ``warehouse_sql/streams`` with its tables, comments, views and statements.
     """
 
@@ -150,6 +152,7 @@ class Stream:
     extra_tables: tuple[Table, ...] = ()
     open_access: bool = False  # served without a key (the spec declares no Authorization)
     records_in_text: bool = False  # the answer's ``data`` holds the records as a JSON text
+    serves_below: str | None = None
 
     @property
     def sql(self) -> str:

@@ -46,6 +46,18 @@ def stream_of_asset(asset: str) -> Stream | None:
     return None
 
 
+def stream_serving(path: str) -> Stream | None:
+    """The stream a spec path draws on: the one whose own path is the path or a folder of it,
+    else the one that ``serves_below`` a prefix of it; None for a path of no stream."""
+    for stream in STREAMS:
+        if path == stream.path or path.startswith(stream.path + "/"):
+            return stream
+    for stream in STREAMS:
+        if stream.serves_below is not None and path.startswith(stream.serves_below):
+            return stream
+    return None
+
+
 def all_steps() -> list[Step]:
     """Every step of every stream, in registry order."""
     return [step for stream in STREAMS for step in stream.steps]

@@ -75,7 +75,8 @@ def _add_unit_routes(slug: str) -> None:
         record = state.catalog.unit(slug, sku)
         if record is None:
             raise unit_not_found(slug, sku)
-        return json_answer(request, state, product_lookup(record))
+        modified = state.times.of(PRODUCTS.name, sku)
+        return json_answer(request, state, product_lookup(record), modified)
 
     router.add_api_route(
         f"/{slug}", list_units, methods=["GET"], name=f"list_{name}",
@@ -102,7 +103,8 @@ async def resolve_unit(request: Request, state: SnapshotDep, sku: str) -> Respon
     record = state.catalog.resolver.get(sku)
     if record is None:
         raise product_not_found(sku)
-    return json_answer(request, state, product_lookup(record))
+    modified = state.times.of(PRODUCTS.name, sku)
+    return json_answer(request, state, product_lookup(record), modified)
 
 
 @router.get(
@@ -134,4 +136,5 @@ async def get_pairing(request: Request, state: SnapshotDep, relationship_id: str
     record = state.catalog.pairing(wanted)
     if record is None:
         raise record_not_found("pairing", wanted)
-    return json_answer(request, state, product_lookup(record))
+    modified = state.times.of(PAIRINGS.name, str(wanted))
+    return json_answer(request, state, product_lookup(record), modified)

@@ -82,4 +82,5 @@ def submittal_data(
     record = state.small.lookups[SUBMITTALS.name].get((idu, odu))
     if record is None:
         raise lookup_not_found("submittal data")
-    return json_answer(request, state, envelopes.product_lookup(record))
+    modified = state.times.of(SUBMITTALS.name, f"{idu or ''}|{odu or ''}")
+    return json_answer(request, state, envelopes.product_lookup(record), modified)

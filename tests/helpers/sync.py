@@ -97,13 +97,15 @@ def publish_altered_copy(snapshots_dir: Path, statement: str) -> Path:
 NEW_SNAPSHOT_LIMIT_S = 30
 
 
-def first_answer_of_a_new_snapshot(url: str, headers: dict[str, str], etag: str) -> httpx.Response:
-    """GET ``url`` until its answer carries an ETag other than ``etag`` (the read API serves
-    the snapshot published since); fails after ``NEW_SNAPSHOT_LIMIT_S``."""
+def first_answer_of_a_new_snapshot(
+    url: str, headers: dict[str, str], version: str
+) -> httpx.Response:
+    """GET ``url`` until its answer comes from a snapshot other than ``version`` (the read API
+    serves the snapshot published since); fails after ``NEW_SNAPSHOT_LIMIT_S``."""
     deadline = time.monotonic() + NEW_SNAPSHOT_LIMIT_S
     while True:
         answer = httpx.get(url, headers=headers)
-        if answer.headers["etag"] != etag:
+        if answer.headers["x-snapshot-version"] != version:
             return answer
         assert time.monotonic() < deadline, "the new snapshot was not served"
         time.sleep(0.05)  # polls; times nothing
