@@ -1,15 +1,17 @@
 """``ductwork report``: one self-contained HTML page of charts for operators and analysts.
 
 Per stream: rows over time, freshness, and the last runs' request and retry counts, all read
-from the materialisation metadata in the Dagster instance; plus the lead funnel from the
-current snapshot. plotly draws the charts; its JavaScript is embedded once, inline, so the page
-works offline.
+from the materialisation metadata in the Dagster instance; each stream's data age (when it last
+synced successfully, as the last publish wrote it); from the current snapshot, the changes each
+publish made per stream (its history) and the lead funnel. plotly draws the charts; its
+JavaScript is embedded once, inline, so the page works offline. A stream synced once shows its
+numbers instead of a chart of one point (whose time axis would span a fraction of a second).
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,9 +19,10 @@ import dagster as dg
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ductwork import file_modes, output_files, snapshots
+from ductwork import file_modes, output_files, snapshots, sync_times
+from ductwork.history.feed import publishes
 from ductwork.streams.registry import LEADS
-from warehouse_sql import stream_section
+from warehouse_sql import section, stream_section
 
 RUNS_SHOWN = 10
 HISTORY_LIMIT = 200
@@ -98,6 +101,91 @@ def stream_figure(name: str, points: list[Materialization]) -> go.Figure:
     return figure
 
 
+def one_point(name: str, point: Materialization) -> str:
+    """A stream synced once: its numbers, as text."""
+    numbers = [f"{point.rows:,.0f} rows"]
+    if point.requests is not None:
+        numbers.append(f"{point.requests:,.0f} requests")
+    if point.retries is not None:
+        numbers.append(f"{point.retries:,.0f} retries")
+    when = point.at.isoformat(timespec="seconds")
+    return f"<h3>{html.escape(name)}</h3><p>One sync so far, at {when}: {', '.join(numbers)}.</p>"
+
+
+@dataclass(frozen=True)
+class PublishChanges:
+    """What one publish changed in one stream."""
+
+    seq: int
+    at: datetime
+    stream: str
+    upserts: int
+    deletes: int
+
+
+def changes_figure(changes: list[PublishChanges]) -> go.Figure:
+    """Records changed per publish, one bar per stream (publishes as categories: evenly
+    spaced, however far apart in time)."""
+    labels = {c.seq: f"#{c.seq} {c.at.strftime('%m-%d %H:%M')}" for c in changes}
+    figure = go.Figure()
+    for stream in sorted({c.stream for c in changes}):
+        mine = [c for c in changes if c.stream == stream]
+        figure.add_trace(
+            go.Bar(
+                x=[labels[c.seq] for c in mine],
+                y=[c.upserts + c.deletes for c in mine],
+                name=stream,
+                customdata=[[c.upserts, c.deletes] for c in mine],
+                hovertemplate="%{x}: %{customdata[0]} upserts, %{customdata[1]} deletes",
+            )
+        )
+    figure.update_layout(title="Changes per publish, by stream", height=400, barmode="group")
+    figure.update_xaxes(type="category")
+    return figure
+
+
+def changes_table(changes: list[PublishChanges]) -> str:
+    """The changes of one publish (the only one after the oldest kept), as numbers."""
+    rows = "".join(
+        f"<tr><td>{html.escape(c.stream)}</td><td>{c.upserts}</td><td>{c.deletes}</td></tr>"
+        for c in changes
+    )
+    when = changes[0].at.isoformat(timespec="seconds")
+    return (
+        f"<h3>Changes per publish</h3><p>One publish with changes so far, at {when}:</p>"
+        f"<table><tr><th>stream</th><th>upserts</th><th>deletes</th></tr>{rows}</table>"
+    )
+
+
+def no_changes_yet(start: tuple[int, datetime] | None, held: list[tuple[str, int]]) -> str:
+    """The history before any publish after its first kept one changed a record: what it
+    starts from."""
+    counts = "".join(f"<tr><td>{html.escape(s)}</td><td>{n}</td></tr>" for s, n in held)
+    begins = (
+        ""
+        if start is None
+        else f" at publish #{start[0]} ({start[1].isoformat(timespec='seconds')})"
+    )
+    return (
+        f"<h3>Changes per publish</h3><p>No change logged yet: the history begins{begins} "
+        "with these records.</p>"
+        f"<table><tr><th>stream</th><th>records</th></tr>{counts}</table>"
+    )
+
+
+def data_age_table(synced: dict[str, datetime], now: datetime) -> str:
+    """Each stream's last successful sync and the data's age, as numbers."""
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{at.isoformat(timespec='seconds')}</td>"
+        f"<td>{(now - at).total_seconds() / 3600:.2f}</td></tr>"
+        for name, at in sorted(synced.items())
+    )
+    return (
+        "<h3>Data age</h3><table><tr><th>stream</th><th>last synced</th><th>hours ago</th></tr>"
+        f"{rows}</table>"
+    )
+
+
 def funnel_figure(statuses: list[tuple[str, int]]) -> go.Figure:
     """Leads by current status, largest first."""
     figure = go.Figure(go.Funnel(y=[s for s, _ in statuses], x=[n for _, n in statuses]))
@@ -105,23 +193,46 @@ def funnel_figure(statuses: list[tuple[str, int]]) -> go.Figure:
     return figure
 
 
-def render(
-    streams: dict[str, list[Materialization]],
-    statuses: list[tuple[str, int]],
-    version: str | None,
-    now: datetime,
-) -> str:
+@dataclass(frozen=True)
+class SnapshotFacts:
+    """What the report reads from the current snapshot and beside it."""
+
+    version: str | None = None
+    statuses: list[tuple[str, int]] = field(default_factory=list)
+    changes: list[PublishChanges] = field(default_factory=list)
+    synced: dict[str, datetime] = field(default_factory=dict)
+    # The oldest publish the history keeps, and its records per stream.
+    start: tuple[int, datetime] | None = None
+    held: list[tuple[str, int]] = field(default_factory=list)
+
+
+def render(streams: dict[str, list[Materialization]], facts: SnapshotFacts, now: datetime) -> str:
     """The whole page; the first chart carries plotly.js inline, the others reuse it."""
-    figures: list[go.Figure] = []
+    parts: list[go.Figure | str] = []
+    if facts.synced:
+        parts.append(data_age_table(facts.synced, now))
     if streams:
-        figures.append(freshness_figure(streams, now))
-        figures += [stream_figure(name, points) for name, points in streams.items()]
-    if statuses:
-        figures.append(funnel_figure(statuses))
-    charts = [
-        figure.to_html(full_html=False, include_plotlyjs=index == 0)
-        for index, figure in enumerate(figures)
-    ]
+        parts.append(freshness_figure(streams, now))
+        for name, points in streams.items():
+            parts.append(
+                stream_figure(name, points) if len(points) > 1 else one_point(name, points[0])
+            )
+    if len({c.seq for c in facts.changes}) > 1:
+        parts.append(changes_figure(facts.changes))
+    elif facts.changes:
+        parts.append(changes_table(facts.changes))
+    elif facts.held:
+        parts.append(no_changes_yet(facts.start, facts.held))
+    if facts.statuses:
+        parts.append(funnel_figure(facts.statuses))
+    charts, inline = [], True
+    for part in parts:
+        if isinstance(part, str):
+            charts.append(part)
+        else:
+            charts.append(part.to_html(full_html=False, include_plotlyjs=inline))
+            inline = False
+    version = facts.version
     notes = []
     if not streams:
         notes.append("<p>No materialisations in the Dagster instance yet: run a sync.</p>")
@@ -141,16 +252,27 @@ def render(
     ])  # fmt: skip
 
 
-def lead_funnel(snapshots_dir: Path) -> tuple[str | None, list[tuple[str, int]]]:
-    """The current snapshot's version and its leads by status (None, [] before a publish)."""
+def snapshot_facts(snapshots_dir: Path) -> SnapshotFacts:
+    """The current snapshot's version, its leads by status and the changes its history holds,
+    and the streams' sync times beside it (nothing before a publish)."""
+    synced = sync_times.read(snapshots_dir) if snapshots_dir.is_dir() else {}
     try:
         snap, con = snapshots.open_current(snapshots_dir)
     except FileNotFoundError:
-        return None, []
+        return SnapshotFacts(synced=synced)
     with con:
-        return snap.version, [
-            (s, n) for s, n in con.execute(stream_section(LEADS.sql, "funnel")).fetchall()
-        ]
+        statuses = con.execute(stream_section(LEADS.sql, "funnel")).fetchall()
+        rows = con.execute(section("history_feed", "changes_per_publish")).fetchall()
+        held = con.execute(section("history_feed", "records_per_stream")).fetchall()
+        kept = publishes(con)
+    changes = [
+        PublishChanges(seq, at.astimezone(UTC), stream, upserts, deletes)
+        for seq, at, stream, upserts, deletes in rows
+    ]
+    start = (kept[0].seq, kept[0].published_at) if kept else None
+    return SnapshotFacts(
+        snap.version, [(s, n) for s, n in statuses], changes, synced, start, list(held)
+    )
 
 
 def write_report(dagster_home: Path, snapshots_dir: Path, out: Path, force: bool = False) -> int:
@@ -162,7 +284,7 @@ def write_report(dagster_home: Path, snapshots_dir: Path, out: Path, force: bool
         if dagster_home.is_dir():
             with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
                 streams = stream_history(instance)
-        version, statuses = lead_funnel(snapshots_dir)
-        sink.write(render(streams, statuses, version, datetime.now(UTC)).encode("utf-8"))
+        facts = snapshot_facts(snapshots_dir)
+        sink.write(render(streams, facts, datetime.now(UTC)).encode("utf-8"))
     print(f"wrote {out} ({len(streams)} streams)")
     return 0

@@ -3,8 +3,10 @@
 The history's feed state holds, per stream and key, the publish since which the record is as it
 is; that publish's time is when the mirror first served this content. For the streams looked up
 from memory (the products, the pairings, the submittals) every key's publish is loaded with the
-snapshot; a lead's is read with its details. A record whose publish the history no longer
-keeps gets no ``Last-Modified`` (its content is older than anything the mirror can vouch for).
+snapshot. A lead's details carry none: without an index (see ``history.feed_state``) one key's
+publish is a scan of every stream's keys, about 15 ms at a million and a half, on every request.
+A record whose publish the history no longer keeps gets no ``Last-Modified`` (its content is
+older than anything the mirror can vouch for).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from email.utils import formatdate
 
 import duckdb
 
-from ductwork.history.feed import Publish, record_since, records_since
+from ductwork.history.feed import Publish, records_since
 from ductwork.streams.registry import PAIRINGS, PRODUCTS, SUBMITTALS
 
 HELD = (PRODUCTS.name, PAIRINGS.name, SUBMITTALS.name)  # looked up from memory, times too
@@ -32,16 +34,6 @@ class RecordTimes:
         """When the record ``key`` of a held stream was first served as it is (epoch seconds,
         and as an HTTP date); None when unknown."""
         seq = self.since.get(stream, {}).get(key)
-        return None if seq is None else self.published.get(seq)
-
-    def read(
-        self, con: duckdb.DuckDBPyConnection, stream: str, key: str
-    ) -> tuple[float, bytes] | None:
-        """The same for a stream that is not held, read from the snapshot's history (none
-        for a snapshot without one: a past snapshot rebuilt from the history)."""
-        if not self.published:
-            return None
-        seq = record_since(con, stream, key)
         return None if seq is None else self.published.get(seq)
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +17,7 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
+from ductwork.streams.registry import STREAMS
 from pipelines.snapshot_catalog import describe
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer, resources_for
@@ -344,3 +346,37 @@ def test_report_page_shows_its_charts_in_headless_chromium(
     assert dom.count("plot-container") >= 10
     assert streams >= 2 * 10, streams  # plotly draws two main-svg layers per chart
     assert "funnel" in dom and "requests" in dom and "retries" in dom
+
+
+def test_a_report_after_one_sync_gives_numbers_the_data_age_and_the_historys_start(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    """After one ``ductwork sync``: a stream synced once is a line of numbers, not a chart of
+    one point; the data age of every stream and the records the history begins with are
+    tables."""
+    out = tmp_path / "one-sync.html"
+    done = ductwork("report", "--out", str(out), env=env_for(synced_home))
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = out.read_text(encoding="utf-8")
+    assert page.count("One sync so far, at") >= len(STREAMS)
+    assert "rows over time" not in page  # no stream chart of a single point
+    age = page[page.index("<h3>Data age</h3>") :]
+    for stream in STREAMS:
+        assert f"<td>{stream.name}</td>" in age
+    changes = page[page.index("<h3>Changes per publish</h3>") :]
+    assert "No change logged yet: the history begins at publish #1" in changes
+    assert "<td>products</td>" in changes
+
+
+def test_changes_of_several_publishes_are_drawn_and_of_one_are_listed() -> None:
+    """Unit test of the page's rendering (no instance, no snapshot): the chart of changes is
+    drawn only when there is more than one publish to draw."""
+    from pipelines.report import PublishChanges, SnapshotFacts, render
+
+    at = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
+    one = [PublishChanges(2, at, "leads", 30, 1)]
+    two = [*one, PublishChanges(3, at + timedelta(minutes=15), "leads", 12, 0)]
+    listed = render({}, SnapshotFacts(changes=one), at)
+    assert "One publish with changes so far" in listed and "Changes per publish, by" not in listed
+    drawn = render({}, SnapshotFacts(changes=two), at)
+    assert "Changes per publish, by stream" in drawn and "#3 11-27 08:15" in drawn

@@ -20,13 +20,15 @@ CREATE TABLE IF NOT EXISTS history.mirror (
 );
 
 -- Each stream's current records: the hash of each record's JSON and the publish since which it
--- is as it is. A key absent here is absent upstream (or was never seen).
+-- is as it is. A key absent here is absent upstream (or was never seen). One row per (stream,
+-- key) by construction (the publish removes a key before it adds it again), without a primary
+-- key: its index would have to fit in memory whole when a publish adds every key of a large
+-- list, which the sync's memory limit does not allow (1.6 million keys need more than 128 MB).
 CREATE TABLE IF NOT EXISTS history.feed_state (
     stream       VARCHAR NOT NULL,
     key          VARCHAR NOT NULL,
     record_hash  UBIGINT NOT NULL,
-    since        BIGINT NOT NULL,
-    PRIMARY KEY (stream, key)
+    since        BIGINT NOT NULL
 );
 
 -- Every change of every stream's records, one row per key and publish: `deleted` when the
@@ -68,6 +70,18 @@ SELECT id FROM history.mirror LIMIT 1;
 
 -- name: set_mirror_id
 INSERT INTO history.mirror VALUES (?);
+
+-- name: feed_state_keyed
+-- Whether the warehouse's `feed_state` still has the primary key its first version had.
+SELECT count(*) > 0 FROM duckdb_constraints()
+WHERE database_name = current_database() AND schema_name = 'history'
+  AND table_name = 'feed_state' AND constraint_type = 'PRIMARY KEY';
+
+-- name: feed_state_unkey
+-- Rebuild `feed_state` without that key (DuckDB cannot drop a constraint), rows unchanged.
+CREATE TABLE history.feed_state_unkeyed AS SELECT * FROM history.feed_state;
+DROP TABLE history.feed_state;
+ALTER TABLE history.feed_state_unkeyed RENAME TO feed_state;
 
 -- name: feed_now
 -- A stream's records now (the temp table `feed_now`, from its `feed` statement), against its

@@ -57,6 +57,16 @@ SELECT key, record::VARCHAR FROM {records}($pin) WHERE key IN (SELECT unnest($ke
 -- mirror first served its content (Last-Modified of a single-record answer).
 SELECT key, since FROM history.feed_state WHERE stream = $stream;
 
--- name: record_since
--- The same for one key (`$key`).
-SELECT since FROM history.feed_state WHERE stream = $stream AND key = $key;
+-- name: changes_per_publish
+-- How many records each publish kept in the history changed, per stream: upserts and deletes.
+SELECT p.seq, p.published_at, l.stream,
+       count(*) FILTER (WHERE NOT l.deleted) AS upserts,
+       count(*) FILTER (WHERE l.deleted) AS deletes
+FROM history.feed_log AS l
+JOIN history.publishes AS p USING (seq)
+GROUP BY ALL
+ORDER BY p.seq, l.stream;
+
+-- name: records_per_stream
+-- How many current records each stream's history holds.
+SELECT stream, count(*) FROM history.feed_state GROUP BY stream ORDER BY stream;

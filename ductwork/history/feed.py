@@ -237,11 +237,3 @@ def records_since(con: duckdb.DuckDBPyConnection, stream: str) -> dict[str, int]
     """Each current record of ``stream`` (by key) with the publish since which it is as it is."""
     rows = con.execute(section("history_feed", "records_since"), {"stream": stream}).fetchall()
     return dict(rows)
-
-
-def record_since(con: duckdb.DuckDBPyConnection, stream: str, key: str) -> int | None:
-    """The publish since which the record ``key`` of ``stream`` is as it is; None for a key
-    the history does not hold."""
-    statement = section("history_feed", "record_since")
-    rows = con.execute(statement, {"stream": stream, "key": key}).fetchall()
-    return rows[0][0] if rows else None
