@@ -152,27 +152,17 @@ class SnapshotStore:
 
     def read_sync_times(self) -> bytes | None:
         """The streams' sync times the last publish wrote; None when it wrote none."""
-        try:
-            found = self._client.get_object(
-                Bucket=self.location.bucket, Key=self.location.key(sync_times.SYNCED)
-            )
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return None
-            raise
+        found = self._get(sync_times.SYNCED)
+        if found is None:
+            return None
         return found["Body"].read(sync_times.MAX_BYTES + 1)  # more: refused by ``decode``
 
     def read_pointer(self) -> Pointer | None:
         """The current snapshot's name and when it was last published or confirmed; None
         before the first publish. ValueError if ``CURRENT`` names no snapshot file."""
-        try:
-            found = self._client.get_object(
-                Bucket=self.location.bucket, Key=self.location.key(snapshots.POINTER)
-            )
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return None
-            raise
+        found = self._get(snapshots.POINTER)
+        if found is None:
+            return None
         name = found["Body"].read().decode("utf-8").strip()
         if not is_snapshot_name(name):
             raise ValueError(f"{self.location}{snapshots.POINTER} names no snapshot: {name!r}")
@@ -181,17 +171,22 @@ class SnapshotStore:
     def read_checksum(self, name: str) -> str:
         """The checksum its publisher wrote beside the snapshot file ``name`` (hex);
         SnapshotRefused when there is none."""
-        key = self.location.key(name + snapshot_guard.CHECKSUM_SUFFIX)
-        try:
-            found = self._client.get_object(Bucket=self.location.bucket, Key=key)
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                raise snapshot_guard.SnapshotRefused(name, "no checksum beside it") from None
-            raise
+        found = self._get(name + snapshot_guard.CHECKSUM_SUFFIX)
+        if found is None:
+            raise snapshot_guard.SnapshotRefused(name, "no checksum beside it")
         text = found["Body"].read(256).decode("ascii", "replace").strip()
         if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
             raise snapshot_guard.SnapshotRefused(name, "its checksum is not a SHA-256")
         return text
+
+    def _get(self, name: str) -> dict[str, Any] | None:
+        """The object ``name`` under the prefix (its ``Body`` unread); None when absent."""
+        try:
+            return self._client.get_object(Bucket=self.location.bucket, Key=self.location.key(name))
+        except ClientError as exc:
+            if _code(exc) in _MISSING:
+                return None
+            raise
 
     def download(self, name: str, target: Path) -> None:
         """Copy the snapshot file ``name`` into ``target``."""

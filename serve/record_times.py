@@ -17,9 +17,11 @@ from email.utils import formatdate
 import duckdb
 
 from ductwork.history.feed import Publish, records_since
-from ductwork.streams.registry import PAIRINGS, PRODUCTS, SUBMITTALS
+from ductwork.streams.model import Serving
+from ductwork.streams.registry import served_as
 
-HELD = (PRODUCTS.name, PAIRINGS.name, SUBMITTALS.name)  # looked up from memory, times too
+# The streams whose records a worker holds in memory and looks up there: their times too.
+HELD = tuple(s.name for kind in (Serving.CATALOG, Serving.LOOKUP) for s in served_as(kind))
 
 
 @dataclass(frozen=True)

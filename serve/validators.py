@@ -47,8 +47,7 @@ def names_body(if_none_match: str | None, etag: bytes) -> bool:
         if tag.startswith("W/"):
             tag = tag[2:]
         tag = tag.strip('"')
-        if tag.endswith("-gzip"):
-            tag = tag[: -len("-gzip")]
+        tag = tag.removesuffix(GZIP_SUFFIX.decode())
         if tag == wanted:
             return True
     return False

@@ -154,6 +154,8 @@ def test_past_the_maximum_age_a_streams_paths_answer_503_in_its_style_and_readyz
 def test_a_replica_copies_the_sync_times_with_the_pointer_and_leaves_out_a_forged_file(
     synced_home: Path, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
+    """Through ``fetch_current``, the function a replica's follower calls every poll, against
+    moto's S3 server; no serving replica runs here."""
     current = snapshots.current(HomeSettings(home=synced_home).snapshots_dir)
     assert current is not None
     s3 = S3Settings(s3_endpoint_url=object_store.endpoint_url)

@@ -14,6 +14,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import httpx
@@ -67,6 +68,13 @@ def until_ready_says(url: str, wanted: str, key: str) -> dict:
     raise AssertionError(f"/readyz never said {wanted!r} in {key!r}: {ready(url)}")
 
 
+def point_at(client: Any, location: StoreLocation, name: str) -> None:
+    """Rewrite the store's pointer to name ``name``, as anyone with write access could."""
+    client.put_object(
+        Bucket=location.bucket, Key=location.key(snapshots.POINTER), Body=name.encode()
+    )
+
+
 def products_page(url: str, key: str) -> httpx.Response:
     """The first page of the product list."""
     return httpx.get(
@@ -108,11 +116,7 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
             hostile_copy(good.path, attack)
             for path in (attack, snapshot_guard.checksum_path(attack)):
                 client.upload_file(str(path), location.bucket, location.key(path.name))
-            client.put_object(
-                Bucket=location.bucket,
-                Key=location.key(snapshots.POINTER),
-                Body=attack.name.encode(),
-            )
+            point_at(client, location, attack.name)
             refused = until_ready_says(api.url, snapshots.version_of(attack.name), "refused")
             page = products_page(api.url, key)
 
@@ -125,11 +129,7 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
                 Key=location.key(tampered.name + snapshot_guard.CHECKSUM_SUFFIX),
                 Body=(snapshot_guard.checksum_of(attack) + "\n").encode(),
             )
-            client.put_object(
-                Bucket=location.bucket,
-                Key=location.key(snapshots.POINTER),
-                Body=tampered.name.encode(),
-            )
+            point_at(client, location, tampered.name)
             mismatch = until_ready_says(api.url, snapshots.version_of(tampered.name), "refused")
             page_meanwhile = products_page(api.url, key)
             replica_folder = HomeSettings(home=tmp_path / "replica").snapshots_dir
