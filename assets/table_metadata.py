@@ -21,8 +21,11 @@ ASSET_TABLES: dict[str, str] = {
 
 
 def table_metadata(asset: dg.AssetKey) -> dict[str, object]:
-    """``dagster/table_name`` and ``dagster/column_schema`` of the asset's table."""
-    table = ASSET_TABLES[asset.to_user_string()]
+    """``dagster/table_name`` and ``dagster/column_schema`` of the asset's table (none for an
+    asset that writes no table, such as the change notifications)."""
+    table = ASSET_TABLES.get(asset.to_user_string())
+    if table is None:
+        return {}
     doc = table_docs()[table]
     columns = [
         dg.TableColumn(column.name, column.type or "unknown", description=column.comment)

@@ -65,6 +65,11 @@ class HomeSettings(_Base):
         return self.home / "dagster"
 
     @property
+    def notifications_dir(self) -> Path:
+        """Change-notification subscriptions (with their signing secrets) and their locks."""
+        return self.home / "notifications"
+
+    @property
     def keys_path(self) -> Path:
         """Hashes of the read API's keys (``DUCTWORK_API_KEYS_FILE``, or under the home)."""
         return self.api_keys_file or self.home / "api-keys.json"
@@ -138,6 +143,12 @@ class RunSettings(_Base):
         pattern=r"^(on|off)$",
         description="`off` leaves the schedules stopped; `on` runs them wherever the daemon runs.",
     )
+    sensor_interval_s: int = Field(
+        default=30,
+        ge=1,
+        description="Seconds between two evaluations of the daemon's sensors (failed-run alerts, "
+        "notification retries).",
+    )
 
 
 class AlertSettings(_Base):
@@ -146,6 +157,30 @@ class AlertSettings(_Base):
     # Secret: chat and pager webhooks carry their token in the URL.
     alert_webhook_url: SecretStr | None = Field(
         default=None, description="POSTed a short JSON message for every failed run (optional)."
+    )
+
+
+class NotificationSettings(_Base):
+    """How change notifications reach their subscribers (``ductwork subscriptions``)."""
+
+    webhook_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="Seconds one delivery may take, connecting and answering; a publishing run "
+        "waits at most about this long for a subscriber that does not answer.",
+    )
+    webhook_backoff_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds before the first retry of a failed delivery; each further failure "
+        "doubles it, up to an hour.",
+    )
+    webhook_give_up_s: float = Field(
+        default=86400.0,
+        ge=0,
+        description="Seconds a subscriber may keep failing before its subscription is paused "
+        "(`ductwork subscriptions replay` resumes it).",
     )
 
 

@@ -28,7 +28,7 @@ from pipelines.usage import UsageError
 SANDBOX_MISSING = "ductwork: the sandbox upstream comes with the repository; run from a checkout"
 # The commands that write the data folder (directly or through the Dagster processes they
 # start): each first brings the folder to the file-mode rule.
-WRITES_DATA_FOLDER = {"sync", "run-job", "dev", "demo"}
+WRITES_DATA_FOLDER = {"sync", "run-job", "dev", "demo", "subscriptions"}
 # The commands that run a job in this process: as a process of their own, they end without
 # tearing the interpreter down (see ``_end_process``).
 RUNS_A_JOB = {"sync", "run-job"}
@@ -164,6 +164,36 @@ def _parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="Revoke every key of that name.")
     revoke.add_argument("name")
     revoke.set_defaults(run=_keys_revoke)
+
+    subs = sub.add_parser(
+        "subscriptions", help="Who is POSTed a signed notification after each publish."
+    )
+    subs_sub = subs.add_subparsers(dest="subscriptions_command", required=True)
+    add = subs_sub.add_parser(
+        "add", help="Subscribe a URL to streams; prints its signing secret as the last line."
+    )
+    add.add_argument("name")
+    add.add_argument("--url", required=True, help="Where notifications are POSTed.")
+    add.add_argument(
+        "--stream",
+        action="append",
+        required=True,
+        metavar="STREAM",
+        help=f"Required, repeatable. Streams: {streams}.",
+    )
+    add.set_defaults(run=_subscriptions_add)
+    subs_sub.add_parser(
+        "list", help="List subscriptions (URL, streams, cursor, active/failing/paused)."
+    ).set_defaults(run=_subscriptions_list)
+    remove = subs_sub.add_parser("remove", help="Remove a subscription.")
+    remove.add_argument("name")
+    remove.set_defaults(run=_subscriptions_remove)
+    replay = subs_sub.add_parser(
+        "replay", help="Deliver again every notification after a token, now (resumes it)."
+    )
+    replay.add_argument("name")
+    replay.add_argument("--since", required=True, metavar="TOKEN", help="A changes-feed token.")
+    replay.set_defaults(run=_subscriptions_replay)
 
     sql = sub.add_parser("sql", help="Run SQL on the current snapshot (read-only).")
     sql.add_argument("query")
@@ -345,6 +375,30 @@ def _keys_revoke(options: argparse.Namespace) -> int:
     revoked = _key_store().revoke(options.name)
     print(f"revoked {revoked} key(s) named {options.name!r}")
     return 0 if revoked else 1
+
+
+def _subscriptions_add(options: argparse.Namespace) -> int:
+    from pipelines import subscription_commands
+
+    return subscription_commands.add(options.name, options.url, options.stream)
+
+
+def _subscriptions_list(options: argparse.Namespace) -> int:
+    from pipelines import subscription_commands
+
+    return subscription_commands.show()
+
+
+def _subscriptions_remove(options: argparse.Namespace) -> int:
+    from pipelines import subscription_commands
+
+    return subscription_commands.remove(options.name)
+
+
+def _subscriptions_replay(options: argparse.Namespace) -> int:
+    from pipelines import subscription_commands
+
+    return subscription_commands.replay(options.name, options.since)
 
 
 def _sql(options: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.checks import STREAM_CHECKS
+from assets.notifications import change_notifications
 from assets.product_images import IMAGE_FRESHNESS, product_images
 from assets.publish import serving_snapshot
 from assets.resources import default_resources
@@ -17,7 +18,7 @@ from pipelines.run_progress import progress_logger
 from pipelines.sensors import SENSORS
 
 SYNCED_AND_PUBLISHED = [*STREAM_ASSETS, serving_snapshot]
-ALL_ASSETS = [*SYNCED_AND_PUBLISHED, product_images]
+ALL_ASSETS = [*SYNCED_AND_PUBLISHED, change_notifications, product_images]
 ALL_CHECKS = STREAM_CHECKS
 # Freshness per stream: its cadence's period with room for a late run (warn) and for a missed
 # one (fail). Dagster evaluates these policies itself and shows them on every asset.

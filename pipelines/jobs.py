@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.notifications import PUBLISH_ASSETS
 from assets.product_images import IMAGE_JOB
 from ductwork.settings import RunSettings, load
 from ductwork.streams.registry import CADENCES, STREAMS, Cadence, streams_of
@@ -13,7 +14,8 @@ from ductwork.streams.registry import CADENCES, STREAMS, Cadence, streams_of
 EXECUTOR = dg.in_process_executor
 IMAGES = dg.AssetSelection.assets(IMAGE_JOB.asset)
 EVERY_STREAM = dg.AssetSelection.all() - IMAGES
-PUBLISH = dg.AssetSelection.assets("serving_snapshot")
+# Publishing, then telling subscribers what the publish changed.
+PUBLISH = dg.AssetSelection.assets(*PUBLISH_ASSETS)
 # A reconciliation runs every step that can reconcile in that mode.
 RECONCILE_CONFIG = {
     "ops": {

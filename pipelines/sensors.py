@@ -1,17 +1,21 @@
-"""Run-failure alerting: always logged; posted as JSON when a webhook URL is set.
+"""The daemon's sensors: run-failure alerts and the retries of change notifications.
 
-A webhook URL usually carries its token, so it is a secret: it never reaches a log, an
-exception message or the sensor's tick history. A failed post is reported by what went
-wrong (a status, an error's kind), never by where it was sent.
+Run-failure alerting is always logged, and posted as JSON when a webhook URL is set. A webhook
+URL usually carries its token, so it is a secret: it never reaches a log, an exception message
+or the sensor's tick history. A failed post is reported by what went wrong (a status, an
+error's kind), never by where it was sent.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from ductwork.settings import AlertSettings, load
+from assets.notifications import deliver_pending
+from ductwork.notifications.delivery import summary
+from ductwork.settings import AlertSettings, HomeSettings, RunSettings, load
 
 WEBHOOK_TIMEOUT_S = 10.0
+INTERVAL_S = load(RunSettings).sensor_interval_s
 
 
 class AlertNotSent(RuntimeError):
@@ -55,6 +59,11 @@ def post_alert(url: str, message: dict[str, str], timeout_s: float = WEBHOOK_TIM
     name="alert_on_run_failure",
     description="Logs every failed run and posts it to DUCTWORK_ALERT_WEBHOOK_URL when set.",
     default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=INTERVAL_S,
+    # Without it, Dagster passes over the runs that have no code location of their own: every
+    # ``ductwork sync`` and ``run-job`` (the operators' main path) runs its job in the CLI's
+    # process. This code location is the only one there is.
+    monitor_all_code_locations=True,
 )
 def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
     """Tell someone that a run failed."""
@@ -65,4 +74,25 @@ def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
         post_alert(url.get_secret_value(), message)
 
 
-SENSORS = [alert_on_run_failure]
+@dg.sensor(
+    name="retry_change_notifications",
+    description=(
+        "Delivers the change notifications a publishing run could not, each subscriber after "
+        "its back-off, in order; the tick names subscribers failing or paused."
+    ),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=INTERVAL_S,
+)
+def retry_change_notifications(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+    """Deliver what every due subscription has still to be told."""
+    try:
+        outcomes = deliver_pending(load(HomeSettings))
+    except FileNotFoundError:  # nothing published yet
+        return dg.SkipReason("no snapshot published yet")
+    text = summary(outcomes)
+    if any(outcome.delivered or outcome.state != "told" for outcome in outcomes):
+        context.log.info(text)
+    return dg.SkipReason(text)
+
+
+SENSORS = [alert_on_run_failure, retry_change_notifications]

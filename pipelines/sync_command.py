@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from assets.notifications import PUBLISH_ASSETS
 from assets.run_recovery import worker_tags
 from ductwork.settings import HomeSettings, UpstreamSettings, load
 from ductwork.stop_signals import WatchStopSignals
@@ -215,6 +216,6 @@ def _selected_keys(
                 f"unknown asset {name!r}; assets: {', '.join(sorted(known_keys))} (or group:NAME)"
             )
     if publish:
-        chosen = chosen | dg.AssetSelection.assets("serving_snapshot")
+        chosen = chosen | dg.AssetSelection.assets(*PUBLISH_ASSETS)
     keys = sorted(chosen.resolve(graph), key=lambda key: key.to_user_string())
     return list(keys)

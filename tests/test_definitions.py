@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.notifications import PUBLISH_ASSETS
 from pipelines.definitions import defs
 
 ROOT = Path(__file__).parent.parent
@@ -36,15 +37,17 @@ def test_every_asset_has_a_group_description_owner_and_kinds() -> None:
         assert node.kinds, key
 
 
-def test_publish_waits_for_every_synced_stream() -> None:
+def test_publish_waits_for_every_synced_stream_and_notifications_for_the_publish() -> None:
     graph = defs.resolve_asset_graph()
     publish = graph.get(dg.AssetKey("serving_snapshot"))
     synced = {
         key
         for key in graph.get_all_asset_keys()
-        if key.path[0] not in {"serving_snapshot", "product_images"}
+        if key.path[0] not in {*PUBLISH_ASSETS, "product_images"}
     }
     assert set(publish.parent_keys) == synced
+    notify = graph.get(dg.AssetKey("change_notifications"))
+    assert set(notify.parent_keys) == {dg.AssetKey("serving_snapshot")}
 
 
 def test_schedules_cover_catalog_streams_reconciliation_and_images() -> None:

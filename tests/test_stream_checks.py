@@ -246,7 +246,9 @@ def test_every_upstream_reader_shares_one_pool_that_the_instance_limits_to_one(
 
     graph = defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():
-        assert graph.get(key).pools == {"duckdb_warehouse"}, key
+        # Notifications read the published snapshot, never the warehouse: no slot to wait for.
+        expected = set() if key.path[0] == "change_notifications" else {"duckdb_warehouse"}
+        assert graph.get(key).pools == expected, key
     prepare_dagster_home(tmp_path)
     try:
         with dg.DagsterInstance.get() as instance:

@@ -70,3 +70,18 @@ ORDER BY p.seq, l.stream;
 -- name: records_per_stream
 -- How many current records each stream's history holds.
 SELECT stream, count(*) FROM history.feed_state GROUP BY stream ORDER BY stream;
+
+-- name: notifications_after
+-- What a subscription has still to be told, oldest first: each publish kept that changed one of
+-- the streams `$streams`, after the subscription's cursor (publish `$seq`, and within it the
+-- streams up to `$stream`; NULL: all of that publish), with its upserts and deletes.
+SELECT l.seq, p.version, l.stream,
+       count(*) FILTER (WHERE NOT l.deleted) AS upserts,
+       count(*) FILTER (WHERE l.deleted) AS deletes
+FROM history.feed_log AS l
+JOIN history.publishes AS p USING (seq)
+WHERE l.stream IN (SELECT unnest($streams::VARCHAR[]))
+  AND (l.seq > $seq OR (l.seq = $seq AND $stream IS NOT NULL AND l.stream > $stream))
+GROUP BY ALL
+ORDER BY l.seq, l.stream
+LIMIT $limit;

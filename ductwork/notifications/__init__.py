@@ -1,0 +1,1 @@
+"""Change notifications: subscriptions and their signed, ordered deliveries (no Dagster)."""

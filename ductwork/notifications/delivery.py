@@ -1,0 +1,244 @@
+"""Telling subscribers what changed: one signed POST per publish and stream, in order.
+
+A notification points into the changes feed and never carries records: its body is
+``{"type": "ductwork.changes", "stream", "since", "next", "counts": {"upsert", "delete"}}``,
+where ``since`` and ``next`` are feed tokens around the publish that made the changes (``since``
+is null for a first publish: the whole stream). It is signed as the Standard Webhooks
+specification says (the ``standardwebhooks`` package), and its ``webhook-id`` is the same at
+every retry of it.
+
+Deliveries to one subscriber happen one at a time, in (publish, stream) order, from whichever
+process gets its lock first (a publishing run, the daemon's sensor, a replay); a subscriber
+that fails stops its own deliveries until its back-off is over, never anyone else's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+import httpx
+from standardwebhooks.webhooks import Webhook
+
+from ductwork.history import feed
+from ductwork.notifications.subscriptions import Subscription, SubscriptionStore
+from ductwork.settings import NotificationSettings
+from warehouse_sql import section
+
+BATCH = 100  # notifications read per subscription and pass
+MAX_PARALLEL = 8  # subscribers told at once
+EVENT_TYPE = "ductwork.changes"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """The changes one publish made to one stream, as a subscriber is told of them."""
+
+    seq: int
+    version: str
+    stream: str
+    upserts: int
+    deletes: int
+    since: str | None
+    next: str
+
+    def body(self) -> bytes:
+        """The JSON body (keys in the contract's order, no records)."""
+        message = {
+            "type": EVENT_TYPE,
+            "stream": self.stream,
+            "since": self.since,
+            "next": self.next,
+            "counts": {"upsert": self.upserts, "delete": self.deletes},
+        }
+        return json.dumps(message, separators=(",", ":")).encode()
+
+    def message_id(self, subscription: Subscription) -> str:
+        """The ``webhook-id``: one per subscription, publish and stream, the same at retries."""
+        return f"msg_{subscription.id}_{self.version}_{self.stream}"
+
+    def after(self, seq: int, stream: str | None) -> bool:
+        """Whether this notification comes after a cursor at (``seq``, ``stream``)."""
+        if self.seq != seq:
+            return self.seq > seq
+        return stream is not None and self.stream > stream
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass did for one subscription: ``state`` is ``told`` (nothing left that was
+    read), ``more`` (time ran out with notifications left), ``failing``, ``paused``, ``waiting``
+    (back-off not over) or ``busy`` (another process is delivering to it)."""
+
+    name: str
+    delivered: int
+    state: str
+    error: str | None = None
+
+
+def head_seq(con: duckdb.DuckDBPyConnection) -> int:
+    """The newest publish a snapshot's history records (0 before any)."""
+    rows = con.execute(section("history", "head")).fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+def pending(
+    con: duckdb.DuckDBPyConnection, subscription: Subscription, limit: int = BATCH
+) -> list[Notification]:
+    """The notifications the subscription has still to be told, oldest first, from a
+    snapshot's history (publishes whose changes are no longer kept are not told)."""
+    mirror = feed.mirror_id(con)
+    rows = con.execute(
+        section("history_feed", "notifications_after"),
+        {
+            "streams": list(subscription.streams),
+            "seq": subscription.cursor_seq,
+            "stream": subscription.cursor_stream,
+            "limit": limit,
+        },
+    ).fetchall()
+    found = []
+    for seq, version, stream, upserts, deletes in rows:
+        since = None if seq <= 1 else feed.encode_token(feed.Position(stream, seq - 1), mirror)
+        token = feed.encode_token(feed.Position(stream, seq), mirror)
+        found.append(Notification(seq, version, stream, upserts, deletes, since, token))
+    return found
+
+
+def post(subscription: Subscription, notification: Notification, timeout_s: float) -> str | None:
+    """Send one notification; None when the subscriber answered 2xx, else what went wrong
+    (never the URL, which may carry a token)."""
+    body = notification.body()
+    stamp = datetime.now(UTC)
+    signature = Webhook(subscription.secret).sign(
+        notification.message_id(subscription), stamp, body.decode()
+    )
+    request = httpx.Request(
+        "POST",
+        subscription.url,
+        content=body,
+        headers={
+            "content-type": "application/json",
+            "user-agent": "ductwork-notifications",
+            "webhook-id": notification.message_id(subscription),
+            "webhook-timestamp": str(int(stamp.timestamp())),
+            "webhook-signature": signature,
+        },
+        extensions={"timeout": httpx.Timeout(timeout_s).as_dict()},
+    )
+    try:
+        # The transport, not a Client: a Client logs every request's URL. The answer's body is
+        # never read (a subscriber could send any amount).
+        with httpx.HTTPTransport() as transport:
+            response = transport.handle_request(request)
+            response.close()
+    except Exception as exc:  # its message may name the URL
+        return f"not reached ({type(exc).__name__})"
+    if not 200 <= response.status_code < 300:
+        return f"answered {response.status_code}"
+    return None
+
+
+@contextmanager
+def delivering(store: SubscriptionStore, subscription: Subscription) -> Iterator[bool]:
+    """Hold the subscription's delivery lock if no other process does (yields whether it was
+    taken); the lock goes with the process, so a killed deliverer never keeps it."""
+    store.folder.mkdir(parents=True, exist_ok=True)
+    with open(store.folder / f"{subscription.id}.lock", "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def tell(
+    store: SubscriptionStore,
+    subscription: Subscription,
+    notifications: list[Notification],
+    settings: NotificationSettings,
+    deadline: float,
+    clock: Callable[[], float] = time.time,
+) -> Outcome:
+    """Deliver ``notifications`` to one subscriber in order, each once, while its lock is held:
+    the cursor moves on each 2xx; the first failure records a back-off and stops."""
+    with delivering(store, subscription) as taken:
+        if not taken:
+            return Outcome(subscription.name, 0, "busy")
+        current = next((sub for sub in store.all() if sub.name == subscription.name), None)
+        if current is None or current.id != subscription.id:
+            return Outcome(subscription.name, 0, "told")  # removed or replaced meanwhile
+        if not current.due(clock()):
+            return Outcome(subscription.name, 0, "paused" if current.paused else "waiting")
+        delivered = 0
+        for notification in notifications:
+            if not notification.after(current.cursor_seq, current.cursor_stream):
+                continue
+            if time.monotonic() >= deadline:
+                return Outcome(subscription.name, delivered, "more")
+            problem = post(current, notification, settings.webhook_timeout_s)
+            if problem is not None:
+                failed = store.failed(
+                    current, problem, clock(), settings.webhook_backoff_s,
+                    settings.webhook_give_up_s,
+                )  # fmt: skip
+                state = "paused" if failed.paused else "failing"
+                return Outcome(subscription.name, delivered, state, problem)
+            store.acknowledged(current, notification.seq, notification.stream)
+            delivered += 1
+        # A full batch may have more behind it: the next pass reads on.
+        return Outcome(
+            subscription.name, delivered, "more" if len(notifications) >= BATCH else "told"
+        )
+
+
+def deliver_all(
+    store: SubscriptionStore,
+    con: duckdb.DuckDBPyConnection,
+    settings: NotificationSettings,
+    budget_s: float,
+    clock: Callable[[], float] = time.time,
+) -> list[Outcome]:
+    """One pass over every subscription that is due: what the snapshot's history has for it,
+    delivered in order, subscribers in parallel; no delivery starts after ``budget_s``."""
+    deadline = time.monotonic() + budget_s
+    now = clock()
+    outcomes: list[Outcome] = []
+    work = []
+    for subscription in store.all():
+        if not subscription.due(now):
+            state = "paused" if subscription.paused else "waiting"
+            outcomes.append(Outcome(subscription.name, 0, state, subscription.last_error))
+            continue
+        # Read here, in one thread: a DuckDB connection is not shared between threads.
+        work.append((subscription, pending(con, subscription)))
+    if work:
+        with ThreadPoolExecutor(min(MAX_PARALLEL, len(work))) as pool:
+            futures = [
+                pool.submit(tell, store, sub, notes, settings, deadline, clock)
+                for sub, notes in work
+            ]
+            outcomes.extend(future.result() for future in futures)
+    return sorted(outcomes, key=lambda outcome: outcome.name)
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """One line for a log or a sensor tick: deliveries made, subscribers failing or paused."""
+    delivered = sum(outcome.delivered for outcome in outcomes)
+    text = f"{delivered} notification(s) delivered to {len(outcomes)} subscription(s)"
+    for state in ("failing", "paused", "waiting", "busy", "more"):
+        names = [outcome.name for outcome in outcomes if outcome.state == state]
+        if names:
+            text += f"; {state}: {', '.join(names)}"
+    return text
