@@ -4,7 +4,7 @@
 -- With REQUESTS_PER_S, the requests are paced: each thread sends its share on a fixed schedule
 -- (open loop, as long as a connection is free), so latency is measured at that rate rather
 -- than at saturation. Prints one line "BENCH_JSON {...}" with requests/s, latency percentiles
--- (ms) and errors.
+-- (ms), errors and the count of each status answered (summed over the threads).
 local ffi = require("ffi")
 ffi.cdef[[
   typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -16,6 +16,19 @@ local CLOCK_MONOTONIC = 1
 local function now_ms()
   ffi.C.clock_gettime(CLOCK_MONOTONIC, clock)
   return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
+end
+
+local threads = {}
+-- This thread's answers by status (each thread runs its own copy; a global, so that done()
+-- can read it through thread:get).
+statuses = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
 end
 
 local paths = {}
@@ -81,10 +94,21 @@ end
 function done(summary, latency, requests)
   local seconds = summary.duration / 1e6
   local errors = summary.errors
+  local total = {}
+  for _, thread in ipairs(threads) do
+    for status, count in pairs(thread:get("statuses")) do
+      total[status] = (total[status] or 0) + count
+    end
+  end
+  local counted = {}
+  for status, count in pairs(total) do
+    counted[#counted + 1] = string.format('"%d": %d', status, count)
+  end
   io.write(string.format(
     'BENCH_JSON {"requests": %d, "rps": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, '
-      .. '"non_2xx": %d, "socket_errors": %d, "bytes": %d}\n',
+      .. '"non_2xx": %d, "socket_errors": %d, "bytes": %d, "statuses": {%s}}\n',
     summary.requests, summary.requests / seconds, latency:percentile(50) / 1000,
     latency:percentile(99) / 1000, errors.status,
-    errors.connect + errors.read + errors.write + errors.timeout, summary.bytes))
+    errors.connect + errors.read + errors.write + errors.timeout, summary.bytes,
+    table.concat(counted, ", ")))
 end

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class Mix:
     paced: bool = False
     ours: list[str] = field(default_factory=list)
     ceiling: list[str] = field(default_factory=list)
+    routes: list[str] = field(default_factory=list)
     ceiling_answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, route: str, path: str, extra: str = "") -> None:
@@ -51,6 +53,18 @@ class Mix:
         suffix = f"\t{extra}" if extra else ""
         self.ours.append(path + suffix)
         self.ceiling.append(f"/{route}/{len(self.ceiling)}{suffix}")
+        self.routes.append(route)
+
+    def expected_statuses(self) -> dict[str, float]:
+        """The share of each status among the mix's answers (its requests are sent round
+        robin, so a run's answers should come in about these shares)."""
+        counts = Counter(str(self.ceiling_answers[route]["status"]) for route in self.routes)
+        return {status: count / len(self.routes) for status, count in sorted(counts.items())}
+
+
+class SampleRefused(RuntimeError):
+    """The read API did not answer a sample as the mix needs it (a 401 or a 503, say): the
+    bench stops rather than measure a ceiling that copies the failure."""
 
 
 class Sampler:
@@ -60,9 +74,13 @@ class Sampler:
         self.url = url
         self.key = key
 
-    def answer(self, path: str, extra: str = "") -> dict[str, Any]:
-        """The status, the headers a ceiling must repeat and the raw body of ``GET path``."""
-        return asyncio.run(self._answer(path, extra))
+    def answer(self, path: str, extra: str = "", expect: int = 200) -> dict[str, Any]:
+        """The status, the headers a ceiling must repeat and the raw body of ``GET path``;
+        SampleRefused unless the status is ``expect`` (the ceiling would copy any answer)."""
+        found = asyncio.run(self._answer(path, extra))
+        if found["status"] != expect:
+            raise SampleRefused(f"GET {path} answered {found['status']}, not {expect}")
+        return found
 
     async def _answer(self, path: str, extra: str) -> dict[str, Any]:
         async with RawPool(self.url, 1, {"Authorization": f"Bearer {self.key}"}) as pool:
@@ -135,8 +153,8 @@ def lookups(sampler: Sampler, skus: list[str]) -> Mix:
     mix.ceiling_answers = {
         "l200": found,
         "lgz": sampler.answer(middle, GZIP),
-        "l304": sampler.answer(middle, revalidate),
-        "l404": sampler.answer(missing),
+        "l304": sampler.answer(middle, revalidate, expect=304),
+        "l404": sampler.answer(missing, expect=404),
     }
     for index, path in enumerate(paths):
         slot = index % 10

@@ -496,6 +496,8 @@ class Suite:
                 results["ceiling"].append(self.wrk(ceiling_url, ceiling_file, None))
             self.found.serving[mix.name] = results
             self.found.serving_setup.setdefault("mixes", {})[mix.name] = mix.describe
+            expected = self.found.serving_setup.setdefault("expected", {})
+            expected[mix.name] = mix.expected_statuses()
             print(
                 f"[serve] {mix.name}: ductwork {[round(r['rps']) for r in results['ductwork']]}, "
                 f"ceiling {[round(r['rps']) for r in results['ceiling']]}",

@@ -109,3 +109,73 @@ def test_the_generator_sleeps_between_sends_and_replaces_each_connection_the_ser
     # Waiting between sends, not spinning: well under one core for the whole process.
     cpu = usage.ru_utime + usage.ru_stime
     assert cpu < 0.5 * wall, f"the generator used {cpu:.2f} s of CPU in {wall:.2f} s"
+
+
+class _StallingFirst(asyncio.Protocol):
+    """Holds its first answer ``STALL_S``, then answers at once: every request due meanwhile
+    waits behind it on the generator's only connection."""
+
+    stalled = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.buffer = b""
+        self.held = 0  # answers owed while the first one is held
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            self.buffer = self.buffer[end + 4 :]
+            if not _StallingFirst.stalled:
+                _StallingFirst.stalled = True
+                self.held += 1
+                asyncio.get_running_loop().call_later(STALL_S, self._release)
+            elif self.held:
+                self.held += 1
+            else:
+                self.transport.write(ANSWER)  # type: ignore[attr-defined]
+
+    def _release(self) -> None:
+        self.transport.write(ANSWER * self.held)  # type: ignore[attr-defined]
+        self.held = 0
+
+
+STALL_S = 0.3
+
+
+def test_the_generator_measures_each_latency_from_its_due_time_not_from_its_send(
+    tmp_path: Path,
+) -> None:
+    sock = free_socket()
+    sock.listen()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def serve() -> asyncio.Server:
+        return await loop.create_server(_StallingFirst, sock=sock)
+
+    server = asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
+    paths = tmp_path / "paths.txt"
+    paths.write_text("/a\n", encoding="utf-8")
+    rate, seconds = 200, 2
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.open_loop", "--url",
+             f"http://127.0.0.1:{sock.getsockname()[1]}", "--paths", str(paths), "--rate",
+             str(rate), "--seconds", str(seconds), "--connections", "1"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        server.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["answered"] == result["asked"] == rate * seconds
+    # The 60 requests due during the 0.3 s stall were sent only after it, on the one
+    # connection: counted from their due times, the slowest 1 % waited most of the stall.
+    # Counted from their sends, each would have taken well under a millisecond.
+    assert result["max_ms"] >= STALL_S * 1000
+    assert result["p99_ms"] >= 0.8 * STALL_S * 1000, result
+    assert result["p50_ms"] < STALL_S * 1000 / 3, result
