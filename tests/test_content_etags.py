@@ -48,14 +48,16 @@ def changing_upstream(object_store: ObjectStoreServer) -> Iterator[SandboxHandle
 
 
 def answer_paths(base: str, key: str) -> tuple[list[str], list[str]]:
-    """Lookups (a hundred SKUs, both ways) and list pages (small pages of the unit types, pages
-    of products, digital assets and leads) to revalidate."""
+    """Lookups (a hundred SKUs, both ways, and twenty leads' details) and list pages (small
+    pages of the unit types, pages of products, digital assets and leads) to revalidate."""
     auth = {"Authorization": f"Bearer {key}"}
     listed = httpx.get(f"{base}/products/v2.0/indoor-units?count=100", headers=auth).json()
     lookups = []
     for record in listed["data"]:
         sku = quote(record["sku"], safe="")
         lookups += [f"/products/v2.0/units/{sku}", f"/products/v2.0/indoor-units/{sku}"]
+    leads = httpx.get(f"{base}{paths.LEADS}?count=20", headers=auth).json()["data"]
+    lookups += [f"{paths.LEADS}/{quote(lead['Id'], safe='')}" for lead in leads]
     pages = [
         f"/products/v2.0/{slug}?count=5&page={page}" for slug in UNIT_TYPES for page in range(1, 21)
     ]
@@ -71,7 +73,12 @@ def check_last_modified(
     """Each lookup's ``Last-Modified`` is when its content was first served: kept when it did
     not change, later when it did, and ``If-Modified-Since`` (without ``If-None-Match``, which
     wins) answers by it."""
-    lookups = [path for path, coding in before if coding == "identity" and "/units/" in path]
+    lookups = [
+        path
+        for path, coding in before
+        if coding == "identity" and ("/units/" in path or path.startswith(f"{paths.LEADS}/"))
+    ]
+    assert any(path.startswith(f"{paths.LEADS}/") for path in lookups)
     for path in lookups:
         stamp = before[(path, "identity")].headers["last-modified"]
         answer = client.get(base + path, headers={"If-Modified-Since": stamp})

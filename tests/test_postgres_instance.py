@@ -136,9 +136,10 @@ def test_a_sync_on_the_production_instance_lands_its_run_and_events_in_postgres(
         (materializations,) = cur.fetchone()
         cur.execute("SELECT asset_key FROM asset_keys ORDER BY asset_key")
         assets = [row[0] for row in cur.fetchall()]
-    # catalog_items and the publish that followed it
-    assert materializations == 2
+    # catalog_items, the publish that followed it and the notifications of its changes
+    assert materializations == 3
     assert '["catalog_items"]' in assets and '["serving_snapshot"]' in assets
+    assert '["change_notifications"]' in assets
     # No SQLite run, event or schedule storage was created beside the configuration.
     assert not list(dagster_home.rglob("*.db"))
 

@@ -85,3 +85,7 @@ WHERE l.stream IN (SELECT unnest($streams::VARCHAR[]))
 GROUP BY ALL
 ORDER BY l.seq, l.stream
 LIMIT $limit;
+
+-- name: records_since_by_key
+-- The same, ordered by key (binary, as Python orders strings): a worker searches it in place.
+SELECT key, since FROM history.feed_state WHERE stream = $stream ORDER BY key;

@@ -79,4 +79,5 @@ def get_lead(request: Request, state: SnapshotDep, lead_id: str) -> Response:
     rows = state.reader.rows(DETAIL_SQL, [lead_id])
     if not rows:
         raise record_not_found("lead", lead_id)
-    return json_answer(request, state, rows[0][0].encode())
+    modified = state.times.of(LEADS.name, lead_id)
+    return json_answer(request, state, rows[0][0].encode(), modified)
