@@ -166,9 +166,11 @@ class NotificationSettings(_Base):
     webhook_timeout_s: float = Field(
         default=5.0,
         gt=0,
-        le=60,
-        description="Seconds one delivery may take, connecting and answering; a publishing run "
-        "waits at most about this long for a subscriber that does not answer.",
+        # A delivery pass starts none after four timeouts and must end within the minute
+        # Dagster gives a sensor's evaluation.
+        le=10,
+        description="Seconds one delivery may take, connecting and answering (at most 10); a "
+        "publishing run waits at most about this long for a subscriber that does not answer.",
     )
     webhook_backoff_s: float = Field(
         default=30.0,
