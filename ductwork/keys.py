@@ -3,7 +3,11 @@
 A key is 32 random bytes, so a fast hash is enough: there is nothing to brute-force. Lookups
 go by hash and the final comparison is constant-time.
 
-The read API re-reads the key file when it changes on disk. A version it cannot read (not JSON,
+The read API re-reads the key file when it changes on disk: a request sent after a revocation
+returned is refused. A server bound to its event loop (``KeyFile.check_per_turn``) looks at the
+file once per turn of that loop rather than once per request: every request a turn answers
+arrived before the turn began, so a look taken during the turn is no older than any of them.
+A version it cannot read (not JSON,
 not a key file, unreadable) does not stop it: it keeps the keys it last read, logs the fault
 once for that version of the file, and reports it (``KeyFile.fault``) until a readable version
 replaces it. The commands that change the file refuse to write over a file they cannot read.
@@ -11,12 +15,14 @@ replaces it. The commands that change the file refuse to write over a file they 
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import hmac
 import logging
 import os
 import secrets
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -114,6 +120,16 @@ class KeyFile:
     _stamp: tuple[int, int, int] | None = None
     _read_at: datetime | None = None
     _fault: KeyFileFault | None = None
+    # The loop (and its thread) whose turns bound how often a request looks at the file.
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_thread: int | None = None
+    _looked_this_turn: bool = False
+
+    def check_per_turn(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Look at the file at most once per turn of ``loop`` when verifying keys in its thread
+        (None: on every verification, as anywhere else)."""
+        self._loop, self._looked_this_turn = loop, False
+        self._loop_thread = threading.get_ident() if loop is not None else None
 
     def entries(self) -> list[ApiKey]:
         """Every key ever issued, revoked ones included; KeyFileError if the file is unreadable."""
@@ -157,12 +173,28 @@ class KeyFile:
     def verify(self, key: str) -> ApiKey | None:
         """The active key entry matching ``key``, or None; from the keys last read when the
         file on disk cannot be read."""
-        self._refresh(strict=False)
+        self._look_for_request()
         digest = hash_key(key)
         entry = self._by_hash.get(digest)
         if entry is None or not entry.active or not hmac.compare_digest(entry.key_hash, digest):
             return None
         return entry
+
+    def _look_for_request(self) -> None:
+        """Re-read the file if it changed: once per turn of the bound loop, in its thread (a
+        stat is a system call, dearer than the rest of a key's check)."""
+        if self._loop is None or threading.get_ident() != self._loop_thread:
+            self._refresh(strict=False)
+            return
+        if self._looked_this_turn:
+            return
+        self._refresh(strict=False)
+        self._looked_this_turn = True
+        # Runs before any request whose bytes arrive after this turn is answered.
+        self._loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._looked_this_turn = False
 
     @contextmanager
     def _changing(self) -> Iterator[None]:

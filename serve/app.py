@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -75,8 +76,11 @@ class ReadApi(FastAPI):
 
 @asynccontextmanager
 async def _closing_on_shutdown(app: FastAPI) -> AsyncIterator[None]:
-    """On shutdown, close the snapshot the app serves from and retire this worker's metrics."""
+    """Bind the key file to the serving loop; on shutdown, unbind it, close the snapshot the app
+    serves from and retire this worker's metrics."""
+    app.state.keys.check_per_turn(asyncio.get_running_loop())
     yield
+    app.state.keys.check_per_turn(None)
     app.state.live.close()
     app.state.metrics.close()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import json
 import logging
 import math
@@ -84,24 +85,29 @@ class Metrics:
         )  # fmt: skip
         self._bounds = (*LATENCY_BUCKETS, math.inf)
         self._tally = _Tally()
-        self._flush_on: asyncio.AbstractEventLoop | None = None
+        # When the flush scheduled last should have run by (monotonic seconds), or None.
+        self._flush_by: float | None = None
 
     def observe(self, family: str, status: int, seconds: float) -> None:
         """Count one answer and its latency (handed on with the next flush)."""
         self._tally.add(family, status, bisect_left(self._bounds, seconds), seconds)
+        now = time.monotonic()
+        # A flush is due soon: nothing to schedule, and no need to ask for the running loop
+        # (Python 3.11 asks the kernel for the pid on every such call).
+        if self._flush_by is not None and now < self._flush_by:
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no event loop here: nothing would run a later flush
             self.flush()
             return
-        # Scheduled again on a new loop: one that has stopped would never run the flush.
-        if self._flush_on is not loop:
-            self._flush_on = loop
-            loop.call_later(FLUSH_EVERY_S, self.flush)
+        # Overdue means its loop stopped before running it: scheduled again on this one.
+        self._flush_by = now + 2 * FLUSH_EVERY_S
+        loop.call_later(FLUSH_EVERY_S, self.flush)
 
     def flush(self) -> None:
         """Hand every tallied answer to prometheus_client."""
-        self._flush_on = None
+        self._flush_by = None
         tally, self._tally = self._tally, _Tally()
         for (family, status), count in tally.answers.items():
             self.requests.labels(family, str(status)).inc(count)
@@ -174,6 +180,27 @@ def _family(path: str) -> str:
     )
 
 
+class RequestIds:
+    """Fresh request ids: 64 random bits drawn once per process, then a count, 32 hex digits in
+    all. As unique across workers as random ids, without a system call per request."""
+
+    def __init__(self) -> None:
+        self._reseed()
+        # A forked worker draws its own bits: a copy of its parent's would repeat its ids.
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count()
+
+    def next(self) -> str:
+        """An id no other request of any process is likely to have."""
+        return f"{self._prefix}{next(self._count):016x}"
+
+
+request_ids = RequestIds()
+
+
 class RequestTelemetry:
     """Adds ``X-Request-ID`` and ``X-Content-Type-Options: nosniff`` to every answer, logs it
     as JSON and counts it."""
@@ -187,10 +214,13 @@ class RequestTelemetry:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        # A fresh id is 128 random bits in hex: as unique as a UUID4's hex, a quarter the cost.
+        incoming = ""
+        for name, value in scope.get("headers") or ():
+            if name == b"x-request-id":
+                incoming = value.decode("latin-1")
+                break
         usable = 0 < len(incoming) <= 128 and incoming.isprintable()
-        request_id = incoming if usable else os.urandom(16).hex()
+        request_id = incoming if usable else request_ids.next()
         status = 500
 
         async def tagged_send(message: Message) -> None:

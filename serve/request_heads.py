@@ -22,6 +22,9 @@ After a refusal the connection is closed the way a careful server closes it: the
 sent, the sending side shut, and what the client still sends is read and dropped for at most
 ``LINGER_S``. Closing at once with unread bytes would make the kernel reset the connection,
 and the client might never read why it was refused.
+
+Each request's answer also goes out in one write, its head with its body
+(``serve/one_write.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from ductwork.contract.errors import ApiError, ErrorCode, render
 from ductwork.contract.paths import family_of
 from ductwork.settings import ServeSettings, load
+from serve.one_write import hold_head
 
 HEAD_LIMIT_BYTES = 16 * 1024
 LINGER_S = 2.0
@@ -97,7 +101,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._reading_head = False
         self._cancel_head_timer()
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not None and self.cycle is not before:
+            hold_head(self.cycle, self.transport)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

@@ -1,7 +1,9 @@
-"""The key file under concurrent writers, and the scopes a new key must be given."""
+"""The key file under concurrent writers, the scopes a new key must be given, and how soon a
+server sees a revocation."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing
 import os
@@ -83,3 +85,44 @@ def test_keys_create_without_a_scope_fails_in_one_line(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     listed = ductwork("keys", "list", env=env, timeout=120)
     assert listed.stdout.split("\t")[1] == ",".join(sorted(SCOPES))
+
+
+def test_a_server_bound_to_its_loop_sees_a_revocation_from_the_next_turn_on(
+    tmp_path: Path,
+) -> None:
+    """Within one turn of the loop the look taken at its start stands (every request the turn
+    answers arrived before it); the turn after sees the revocation."""
+    path = tmp_path / "api-keys.json"
+    writer = KeyFile(path)
+    key = writer.create("short-lived", ["all"])
+    server = KeyFile(path)
+
+    async def verify_across_turns() -> tuple[bool, bool, bool]:
+        server.check_per_turn(asyncio.get_running_loop())
+        before = server.verify(key) is not None
+        writer.revoke("short-lived")
+        same_turn = server.verify(key) is not None
+        await asyncio.sleep(0)
+        return before, same_turn, server.verify(key) is not None
+
+    assert asyncio.run(verify_across_turns()) == (True, True, False)
+
+
+def test_an_unbound_key_file_or_another_thread_looks_on_every_verification(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "api-keys.json"
+    writer = KeyFile(path)
+    first, second = writer.create("first", ["all"]), writer.create("second", ["all"])
+    server = KeyFile(path)
+    assert server.verify(first) is not None
+    writer.revoke("first")
+    assert server.verify(first) is None
+
+    async def from_another_thread() -> bool:
+        server.check_per_turn(asyncio.get_running_loop())
+        assert server.verify(second) is not None
+        writer.revoke("second")
+        return await asyncio.to_thread(server.verify, second) is None
+
+    assert asyncio.run(from_another_thread())
