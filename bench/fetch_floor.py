@@ -11,7 +11,11 @@ stored, so ``sync / floor`` is what the sync costs beyond fetching. Two clients:
 - ``--client raw`` (the default): ``bench.raw_http``, a minimal asyncio HTTP/1.1 client over 8
   keep-alive connections, the physical limit of these fetches on this machine.
 
+With ``--record FILE`` the raw client's run keeps every answer (status line, headers, body) in a
+recording for the replay upstream (``sandbox.replay``), which then answers a full sync alone.
+
     uv run python -m bench.fetch_floor --url http://127.0.0.1:PORT --api-key KEY [--client aiohttp]
+    uv run python -m bench.fetch_floor --url http://127.0.0.1:PORT --api-key KEY --record FILE
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import duckdb
@@ -37,6 +43,7 @@ from ductwork.streams.catalog import PAIRING_COLUMNS, UNIT_COLUMNS, pairing_row,
 from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, PAIRINGS, SUBMITTALS
 from ductwork.warehouse.loading import rows_table
 from ductwork.warehouse.schema import schema_sql
+from sandbox.recorded_answers import RecordingWriter
 from warehouse_sql import stream_section
 
 PAGE = 1000
@@ -199,9 +206,13 @@ async def _everything(fetch: _Fetcher) -> float:
     return time.perf_counter() - started
 
 
+def _headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+
+
 async def floor_run(url: str, api_key: str, concurrency: int = 8, client: str = "raw") -> FloorRun:
     """One full fetch of everything a full sync fetches, on the raw client or on aiohttp."""
-    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+    headers = _headers(api_key)
     if client == "aiohttp":
         connector = aiohttp.TCPConnector(limit=concurrency)
         async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
@@ -221,14 +232,41 @@ async def floor_run(url: str, api_key: str, concurrency: int = 8, client: str = 
     return FloorRun(seconds, fetch.requests, fetch.bytes)
 
 
+async def recorded_run(url: str, api_key: str, recording: Path, concurrency: int = 8) -> FloorRun:
+    """The raw floor's run, writing each answer to ``recording`` as it arrives (see
+    ``sandbox.recorded_answers``)."""
+    async with RawPool(url, concurrency, _headers(api_key)) as pool:
+        with RecordingWriter(recording) as writer:
+
+            async def keeping(path: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
+                target = f"{path}?{urlencode(params)}" if params else path
+                status, head, body = await pool.send(pool.head(target))
+                writer.add(target, head, body)
+                return status, body
+
+            fetch = _Fetcher(keeping, concurrency)
+            seconds = await _everything(fetch)
+    return FloorRun(seconds, fetch.requests, fetch.bytes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", required=True)
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--client", choices=["raw", "aiohttp"], default="raw")
+    parser.add_argument(
+        "--record", type=Path, metavar="FILE", help="keep every answer here (raw client only)"
+    )
     options = parser.parse_args()
-    run = asyncio.run(floor_run(options.url, options.api_key, options.concurrency, options.client))
+    if options.record is not None:
+        if options.client != "raw":
+            parser.error("--record runs the raw client")
+        recording = recorded_run(options.url, options.api_key, options.record, options.concurrency)
+        run = asyncio.run(recording)
+    else:
+        floor = floor_run(options.url, options.api_key, options.concurrency, options.client)
+        run = asyncio.run(floor)
     print(json.dumps(run.__dict__))
 
 

@@ -1,10 +1,12 @@
 """The serving verdicts of ``bench/results.py`` count failures: a run whose answers are not the
 mix's (a 401, a 503, too many 404s) or that lost requests cannot meet a target, whatever its
-rate. Unit tests of the verdict logic on made-up run results (no server needed)."""
+rate; and the sync's targets compare like with like. Unit tests of the verdict logic on
+made-up run results (no server needed)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bench.results import (
     LOSS_LIMIT,
@@ -13,7 +15,7 @@ from bench.results import (
     lost_requests,
     unexpected_answers,
 )
-from bench.suite import Findings
+from bench.suite import MIB, Findings, Measured, SyncRun
 
 LOOKUPS = "SKU lookups (7/10 found, 1/10 gzip, 1/10 304, 1/10 404)"
 EXPECTED = {"200": 0.8, "304": 0.1, "404": 0.1}
@@ -78,3 +80,42 @@ def test_a_fast_server_answering_401_misses_the_serving_target_and_the_table_sho
 
     lossy = _report([run(9000, good, socket_errors=500)] * 3)
     assert lossy.summary[0][-1] == "**missed**"
+
+
+def _sync(seconds: float, rss_mib: int, cpu_s: float, upstream_cpu_s: float = 0.0) -> SyncRun:
+    return SyncRun(seconds, rss_mib * MIB, 100, Path("unused"), {}, cpu_s, upstream_cpu_s)
+
+
+def test_the_syncs_targets_judge_replayed_runs_and_compare_sandbox_runs_with_sandbox_runs() -> None:
+    """Wall and CPU against the aiohttp floor, the upstream's CPU during that floor and the
+    medium peak come from the runs against the replay; large memory and dlt, which fetch from
+    the sandbox, are compared with the full sync against the sandbox."""
+    found = Findings()
+    found.raw_floor = {"medium": [8.0, 8.0, 8.0]}
+    found.aiohttp_floor = {"medium": [10.0, 10.0, 10.0]}
+    found.floor_requests = {"medium": 100}
+    found.floor_cpu = {"raw": [8.0] * 3, "aiohttp": [10.0] * 3}
+    found.floor_upstream_cpu = {"raw": [2.0] * 3, "aiohttp": [3.0, 3.0, 4.0]}
+    found.replay_misses = {"medium": {"aiohttp floor": [0, 0, 0], "full sync": [0, 2, 0]}}
+    found.full = {
+        "medium": [_sync(14.0, 390, 14.0), _sync(16.0, 390, 16.0), _sync(15.0, 410, 16.0)],
+        "large": [_sync(100.0, 660, 99.0)],
+    }
+    found.sandbox_full = {"medium": _sync(30.0, 600, 20.0)}
+    found.peer = {"medium": [Measured(310.0, 2000 * MIB, {"seconds": 300.0})]}
+    options = argparse.Namespace(runs=3, large_runs=1, dlt_runs=1)
+    report = Report(found, options)
+    report.floors()
+    report.memory()
+    report.peer()
+    verdicts = {figure: (value, word) for figure, value, _, word in report.summary}
+
+    assert verdicts["full sync wall / aiohttp floor wall (medium)"] == ("1.50", "**met**")
+    assert verdicts["full sync CPU / aiohttp floor CPU (medium)"] == ("1.60", "**missed**")
+    upstream = "upstream CPU during the aiohttp floor / floor client CPU (medium)"
+    assert verdicts[upstream] == ("0.30", "**met**")
+    assert verdicts["peak RSS, full sync (medium)"] == ("390 MiB", "**met**")
+    assert verdicts["peak RSS large / medium"] == ("1.10", "**met**")  # 660 / the sandbox's 600
+    assert verdicts["dlt / ductwork, wall (medium)"] == ("10.00", "**met**")  # 300 / 30
+    row = next(line for line in report.body if line.startswith("| `ductwork sync`, full"))
+    assert row.rstrip(" |").endswith("| 100 | 2")  # requests, then the replay's misses
