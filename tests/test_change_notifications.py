@@ -225,7 +225,7 @@ def test_subscriptions_refuse_bad_input_in_one_line(env: dict[str, str]) -> None
     assert removed.returncode == 0 and listed(env) == {}
 
 
-def test_the_back_off_doubles_up_to_an_hour_and_a_message_keeps_its_id() -> None:
+def test_the_back_off_doubles_up_to_an_hour_and_a_body_names_its_stream_tokens_and_counts() -> None:
     # Unit test of two pure functions (no server needed to prove them).
     assert [backoff_s(n, 30) for n in (1, 2, 3, 4)] == [30, 60, 120, 240]
     assert backoff_s(20, 30) == 3600
