@@ -109,18 +109,23 @@ FROM incoming_bodies GROUP BY ALL
 """
 
 
+def landed_table(batch: Bodies) -> pa.Table:
+    """A batch's ids and bodies as received, as one Arrow table of two string columns."""
+    return pa.table(
+        {
+            "id": pa.array([lead_id for lead_id, _ in batch], pa.string()),
+            "body": pa.array([body for _, body in batch], pa.string()),
+        }
+    )
+
+
 def landed(con: duckdb.DuckDBPyConnection, bodies: Bodies) -> None:
     """The alternative: each batch's ids and bodies as one Arrow table, typed and upserted by
     one statement; the drift judged per distinct structure."""
     drift = DriftTally(LEAD_DETAIL_RECORD)
     for start in range(0, len(bodies), BATCH):
         batch = bodies[start : start + BATCH]
-        table = pa.table(
-            {
-                "id": pa.array([lead_id for lead_id, _ in batch], pa.string()),
-                "body": pa.array([body for _, body in batch], pa.string()),
-            }
-        )
+        table = landed_table(batch)
         con.register("incoming_bodies", table)
         for structure, records in con.execute(STRUCTURES).fetchall():
             # One made-up record of that structure stands for all of them.
@@ -141,12 +146,7 @@ def inserted(con: duckdb.DuckDBPyConnection, bodies: Bodies) -> None:
     replacing), to weigh what the table's primary key costs on its own."""
     for start in range(0, len(bodies), BATCH):
         batch = bodies[start : start + BATCH]
-        table = pa.table(
-            {
-                "id": pa.array([lead_id for lead_id, _ in batch], pa.string()),
-                "body": pa.array([body for _, body in batch], pa.string()),
-            }
-        )
+        table = landed_table(batch)
         con.register("incoming_bodies", table)
         con.execute(INSERT_ONLY, {"now": datetime.now(UTC)})
         con.unregister("incoming_bodies")
