@@ -11,14 +11,21 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pytest
 
-from ductwork.notifications.delivery import Notification
-from ductwork.notifications.subscriptions import SubscriptionStore, backoff_s
+from ductwork import snapshots
+from ductwork.history import feed
+from ductwork.notifications.delivery import Notification, pending
+from ductwork.notifications.subscriptions import Subscription, SubscriptionStore, backoff_s
 from ductwork.settings import HomeSettings
+from ductwork.streams.registry import PAIRINGS
+from ductwork.warehouse.schema import schema_sql
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
@@ -237,3 +244,42 @@ def test_the_back_off_doubles_up_to_an_hour_and_a_body_names_its_stream_tokens_a
         "type": "ductwork.changes", "stream": "leads", "since": "a", "next": "b",
         "counts": {"upsert": 1, "delete": 0},
     }  # fmt: skip
+
+
+def test_a_subscriber_behind_the_history_kept_is_told_from_its_own_position_which_the_feed_refuses(
+    tmp_path: Path,
+) -> None:
+    # On snapshots published by hand (no subscriber needed: what is proved is the body's
+    # ``since``): three publishes of one pairing, the third keeping next to nothing, so the
+    # changes of the first two are gone and the oldest publish kept is the second.
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    con.execute(schema_sql())
+    folder = tmp_path / "snapshots"
+    for n, keep in ((1, timedelta(days=90)), (2, timedelta(days=90)), (3, timedelta(0, 0, 1))):
+        con.execute("DELETE FROM pairings")
+        con.execute(
+            "INSERT INTO pairings VALUES (1, 'Pairing', now(), ?, now())",
+            [f'{{"relationshipId":1,"n":{n}}}'],
+        )
+        snapshots.publish(con, folder, keep)
+    subscription = Subscription(
+        "behind", "sub1", "http://127.0.0.1:9/", (PAIRINGS.name,), "whsec_x", "", 1, None,
+        None, 0, None, None, None,
+    )  # fmt: skip
+    _, snapshot = snapshots.open_current(folder)
+    with snapshot:
+        mirror = feed.mirror_id(snapshot)
+
+        def read_since(note: Notification) -> list[feed.Change]:
+            assert note.since is not None
+            position = feed.decode_token(note.since, mirror)
+            return feed.read_page(snapshot, PAIRINGS.name, PAIRINGS.sql, position, 100).changes
+
+        [behind] = pending(snapshot, subscription)
+        assert behind.seq == 3
+        with pytest.raises(feed.HistoryGone):  # the feed's 410: the subscriber reloads
+            read_since(behind)
+        [caught_up] = pending(snapshot, replace(subscription, cursor_seq=2))
+        assert [change.key for change in read_since(caught_up)] == ["1"]
+        [fresh] = pending(snapshot, replace(subscription, cursor_seq=0))
+        assert fresh.since is None  # told nothing yet: load everything

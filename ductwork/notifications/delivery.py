@@ -93,8 +93,18 @@ def pending(
     con: duckdb.DuckDBPyConnection, subscription: Subscription, limit: int = BATCH
 ) -> list[Notification]:
     """The notifications the subscription has still to be told, oldest first, from a
-    snapshot's history (publishes whose changes are no longer kept are not told)."""
+    snapshot's history.
+
+    Publishes whose changes are no longer kept cannot be told. When the cursor is older than
+    the oldest publish kept, the first notification of each stream says so: its ``since`` is
+    the subscriber's own position, which the feed answers with 410 (history no longer kept), so
+    the subscriber reloads instead of missing those changes; a subscriber told nothing yet gets
+    ``since`` null (load everything), as at the first publish.
+    """
     mirror = feed.mirror_id(con)
+    kept = feed.publishes(con)
+    cursor = subscription.cursor_seq
+    behind = bool(kept) and cursor < kept[0].seq
     rows = con.execute(
         section("history_feed", "notifications_after"),
         {
@@ -104,9 +114,15 @@ def pending(
             "limit": limit,
         },
     ).fetchall()
-    found = []
+    found: list[Notification] = []
+    gap_told: set[str] = set()
     for seq, version, stream, upserts, deletes in rows:
-        since = None if seq <= 1 else feed.encode_token(feed.Position(stream, seq - 1), mirror)
+        if behind and stream not in gap_told:
+            gap_told.add(stream)
+            after = cursor
+        else:
+            after = seq - 1
+        since = None if after <= 0 else feed.encode_token(feed.Position(stream, after), mirror)
         token = feed.encode_token(feed.Position(stream, seq), mirror)
         found.append(Notification(seq, version, stream, upserts, deletes, since, token))
     return found
