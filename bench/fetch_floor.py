@@ -29,14 +29,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import aiohttp
 import duckdb
 import orjson
 from yarl import URL
 
-from bench.raw_http import RawPool
+from bench.raw_http import RawPool, target_of
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
 from ductwork.streams.catalog import PAIRING_COLUMNS, UNIT_COLUMNS, pairing_row, unit_row_for
@@ -239,7 +238,7 @@ async def recorded_run(url: str, api_key: str, recording: Path, concurrency: int
         with RecordingWriter(recording) as writer:
 
             async def keeping(path: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
-                target = f"{path}?{urlencode(params)}" if params else path
+                target = target_of(path, params)
                 status, head, body = await pool.send(pool.head(target))
                 writer.add(target, head, body)
                 return status, body

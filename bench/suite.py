@@ -151,10 +151,7 @@ class Upstream:
 
     def cpu_s(self) -> float:
         """The sandbox process's CPU time so far (user + system)."""
-        spent = process_cpu_s(self.pid)
-        if spent is None:
-            raise RuntimeError(f"the sandbox (pid {self.pid}) is gone")
-        return spent
+        return running_cpu_s(self.pid, "the sandbox")
 
     def stats(self) -> dict[str, int]:
         headers = {"Authorization": f"Bearer {KEY}"}
@@ -181,10 +178,7 @@ class Replay:
 
     def cpu_s(self) -> float:
         """The replay process's CPU time so far (user + system)."""
-        spent = process_cpu_s(self.pid)
-        if spent is None:
-            raise RuntimeError(f"the replay upstream (pid {self.pid}) is gone")
-        return spent
+        return running_cpu_s(self.pid, "the replay upstream")
 
     def stats(self) -> dict[str, Any]:
         """Requests answered so far, and misses: those it had no recorded answer for."""
@@ -202,6 +196,14 @@ class UpstreamProcess(Protocol):
     def cpu_s(self) -> float: ...
 
     def stats(self) -> dict[str, Any]: ...
+
+
+def running_cpu_s(pid: int, what: str) -> float:
+    """The CPU time so far of a process that must still be running, ``what`` naming it."""
+    spent = process_cpu_s(pid)
+    if spent is None:
+        raise RuntimeError(f"{what} (pid {pid}) is gone")
+    return spent
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -443,10 +445,11 @@ class Suite:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def full_vs_floors(self, up: Replay, runs: int, floors: bool) -> SyncRun:
-        """Interleaved against the replay: the raw floor, the aiohttp floor, a full sync;
-        ``runs`` times. Returns the last full sync (its data folder is used by the later
-        parts, against the sandbox, which answered the replay's recording)."""
+    def full_vs_floors(self, up: UpstreamProcess, runs: int, floors: bool) -> SyncRun:
+        """Interleaved: the raw floor, the aiohttp floor, a full sync; ``runs`` times, against
+        ``up`` (the replay at the first scale, the sandbox at large, without floors). Returns
+        the last full sync."""
+        replayed = isinstance(up, Replay)
         scale = up.scale
         found = self.found
         found.full[scale] = []
@@ -459,12 +462,14 @@ class Suite:
                     found.floor_requests[scale] = cost.requests
                     found.floor_cpu.setdefault(client, []).append(process.cpu_s)
                     found.floor_upstream_cpu.setdefault(client, []).append(cost.cpu_s)
-                    self.replay_missed(scale, f"{client} floor", cost.misses)
+                    if replayed:
+                        self.replay_missed(scale, f"{client} floor", cost.misses)
                     print(f"[{scale}] {client} floor {seconds:.1f}s", flush=True)
             with self.part(f"full syncs ({scale})"):
                 run = self.sync(up, self.new_home())
             found.full[scale].append(run)
-            self.replay_missed(scale, "full sync", run.replay_misses)
+            if replayed:
+                self.replay_missed(scale, "full sync", run.replay_misses)
             print(
                 f"[{scale}] full sync {run.seconds:.1f}s, {run.peak_rss / MIB:.0f} MiB", flush=True
             )
@@ -857,7 +862,7 @@ def serving_only(options: argparse.Namespace) -> int:
 
 def print_serving_verdicts(found: Findings) -> None:
     """Each serving figure with its target, met or missed (the ceiling's paced runs have none)."""
-    from bench.results import PACED_P99_RATIO_TARGET, serving_share_target
+    from bench.results import PACED_P99_RATIO_TARGET, paced_p99_ratio, serving_share_target
 
     for name, results in found.serving.items():
         ours, ceiling = (statistics.median(r["rps"] for r in results[s])
@@ -869,11 +874,8 @@ def print_serving_verdicts(found: Findings) -> None:
     for way, runs in found.paced.items():
         p99 = statistics.median(r["p99_ms"] for r in runs)
         print(f"[serve] paced ({way}): p99 {p99:.1f} ms", flush=True)
-    ours, ceiling = found.paced.get("shared"), found.paced.get("ceiling shared")
-    if ours and ceiling:
-        ratio = statistics.median(r["p99_ms"] for r in ours) / statistics.median(
-            r["p99_ms"] for r in ceiling
-        )
+    ratio = paced_p99_ratio(found)
+    if ratio is not None:
         word = "met" if ratio <= PACED_P99_RATIO_TARGET else "missed"
         print(f"[serve] paced p99 ductwork / ceiling (cores shared) = {ratio:.2f} "
               f"(target ≤ {PACED_P99_RATIO_TARGET}: {word})", flush=True)  # fmt: skip

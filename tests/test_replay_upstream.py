@@ -31,7 +31,7 @@ from sandbox.recorded_answers import read_recording
 from sandbox.replay import Replay, ReplayProtocol
 from sandbox.server import SandboxHandle
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
-from tests.helpers.cli import ductwork
+from tests.helpers.cli import ductwork, stop_session
 from tests.helpers.raw_http import Answer, get_many, request_bytes, send_and_read, status_of
 from warehouse_sql import quote_identifier
 
@@ -81,7 +81,7 @@ def replay(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> Iter
         process = subprocess.Popen(
             [sys.executable, "-m", "sandbox.replay", "--recording", str(recorded.path),
              "--port", str(port)],
-            cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
+            cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
         wait_until_answering(f"{url}/healthz", process, timeout_s=60)
@@ -89,12 +89,7 @@ def replay(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield url
     finally:
         held.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_session(process, grace_s=10)
     assert process.returncode == 0, log.read_text(errors="replace")
 
 

@@ -62,6 +62,11 @@ COMMENT ON COLUMN history.feed_log.deleted IS 'True when that publish no longer 
 -- The latest publish the warehouse recorded.
 SELECT seq, version FROM history.publishes ORDER BY seq DESC LIMIT 1;
 
+-- name: first_kept
+-- The oldest publish the history still keeps (NULL before any): a feed token before it is
+-- refused (410).
+SELECT min(seq) FROM history.publishes;
+
 -- name: record_publish
 INSERT INTO history.publishes VALUES (?, ?, ?);
 

@@ -102,9 +102,9 @@ def pending(
     ``since`` null (load everything), as at the first publish.
     """
     mirror = feed.mirror_id(con)
-    kept = feed.publishes(con)
+    first_kept = con.execute(section("history", "first_kept")).fetchall()[0][0]
     cursor = subscription.cursor_seq
-    behind = bool(kept) and cursor < kept[0].seq
+    behind = first_kept is not None and cursor < first_kept
     rows = con.execute(
         section("history_feed", "notifications_after"),
         {
