@@ -7,7 +7,8 @@ the next request depends on them (the catalog, for the submittal requests; the l
 the details and the cursor; a first page's ``totalPages``) and otherwise discarded. Nothing is
 stored, so ``sync / floor`` is what the sync costs beyond fetching. Two clients:
 
-- ``--client aiohttp``: the sync's own HTTP library, as its client uses it;
+- ``--client aiohttp``: a general-purpose asyncio HTTP client (the sync's own before
+  ``ductwork.upstream.http_pool``), the reference the sync's targets are set against;
 - ``--client raw`` (the default): ``bench.raw_http``, a minimal asyncio HTTP/1.1 client over 8
   keep-alive connections, the physical limit of these fetches on this machine.
 

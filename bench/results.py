@@ -189,7 +189,7 @@ class Report:
         rows = [
             [*self.row("floor: raw asyncio HTTP/1.1 client, s", raw, ".1f"), fetched,
              _missed(misses.get("raw floor"))],
-            [*self.row("floor: aiohttp (the sync's own library), s", tight, ".1f"), fetched,
+            [*self.row("floor: aiohttp (a general-purpose client), s", tight, ".1f"), fetched,
              _missed(misses.get("aiohttp floor"))],
             [*self.row("`ductwork sync`, full (whole process), s", full, ".1f"),
              f"{found.full[scale][-1].requests:,}", _missed(misses.get("full sync"))],

@@ -1,0 +1,290 @@
+"""GET requests over pooled HTTP/1.1 keep-alive connections: the transport of the upstream client.
+
+A full sync is about a hundred thousand small GETs, so the transport's cost per request is most
+of the sync's CPU. aiohttp's (cookies, header objects, a request and a response object, stream
+readers, timers per request) cost about 2.5 times a bare connection's on this machine's
+replayed medium sync (``bench/`` has the figures). Here a connection is one asyncio protocol
+fed to httptools' response parser (the parser uvicorn uses): nothing is built per request but
+the request's head and the answer's body.
+
+What the client relies on: ``Content-Length``, chunked and read-until-close bodies; gzip and
+deflate inflated a bounded piece at a time and refused past a cap (a few megabytes of gzip can
+inflate to gigabytes); a connection that fails or closes before its answer ends raises
+``ConnectionLost``; a kept-alive connection the server closed while it sat idle is replaced
+once, at no retry's cost. Timeouts are the caller's (``asyncio.timeout``). No redirects, no
+cookies, no proxies: the upstream service uses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode, urlsplit
+
+import httptools
+
+# Content codings inflated: gzip, and deflate (zlib-wrapped as the standard says, or raw, as
+# some servers send it: told apart by its first byte).
+_GZIP = frozenset({b"gzip", b"x-gzip"})
+_INFLATED = _GZIP | {b"deflate"}
+
+
+class ConnectionLost(Exception):
+    """The connection failed, or closed before the answer ended, or the answer was not HTTP."""
+
+
+class BodyTooLarge(Exception):
+    """The body passed the cap on bytes after decompression."""
+
+
+@dataclass(frozen=True)
+class RawAnswer:
+    """An answer as the pool received it: the status, the body (inflated) and ``Retry-After``."""
+
+    status: int
+    body: bytes
+    retry_after: str | None = None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a connection goes: scheme, host and port, and the ``Host`` header for it."""
+
+    tls: bool
+    host: str
+    port: int
+    netloc: str
+
+    @classmethod
+    def of(cls, url: str) -> Origin:
+        """The origin of an absolute http or https URL."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {parts.scheme}://{parts.netloc}")
+        tls = parts.scheme == "https"
+        return cls(tls, parts.hostname, parts.port or (443 if tls else 80), parts.netloc)
+
+
+def request_target(path: str, query: Mapping[str, str] | None) -> str:
+    """The target of ``GET path?query``: ``path`` already percent-encoded, the query encoded
+    here (a space as ``+``, every reserved character escaped)."""
+    return f"{path}?{urlencode(query)}" if query else path
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection carrying one request at a time."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+        self._cap = max_body_bytes
+        self._transport: asyncio.Transport | None = None
+        self._answer: asyncio.Future[RawAnswer] | None = None
+        self.closed = False
+        self.received_any = False  # whether the current request has had a byte of answer
+        self._reset()
+
+    def _reset(self) -> None:
+        self._status = 0
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._retry_after: str | None = None
+        self._coding: bytes | None = None
+        self._inflater: zlib._Decompress | None = None
+        self._wbits = 0
+        self._delimited = False  # Content-Length or chunked: the body does not end at close
+        self._headers_done = False
+        self._keep_alive = False
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.received_any = True
+        if self._answer is None or self._answer.done():
+            # Bytes with no request waiting for them: the connection cannot be trusted.
+            self._close()
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            # httptools leaves the callback's own exception (a body over the cap) as context.
+            self._fail(exc.__context__ or exc)
+        except httptools.HttpParserError as exc:
+            self._fail(ConnectionLost(f"an answer that is not HTTP/1.1 ({exc})"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._answer is None or self._answer.done():
+            return
+        if self._headers_done and not self._delimited and exc is None:
+            self.on_message_complete()  # a body that ends with the connection
+        else:
+            reason = f"connection lost ({type(exc).__name__})" if exc else "connection closed"
+            self._fail(ConnectionLost(f"{reason} before the answer ended"))
+
+    # httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lowered = name.lower()
+        if lowered == b"content-encoding":
+            self._coding = value.strip().lower()
+        elif lowered == b"retry-after":
+            self._retry_after = value.decode("latin-1").strip()
+        elif lowered in (b"content-length", b"transfer-encoding"):
+            self._delimited = True
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+        self._status = self._parser.get_status_code()
+        self._keep_alive = self._parser.should_keep_alive()
+        if self._coding in _GZIP:
+            self._wbits = 16 + zlib.MAX_WBITS
+            self._inflater = zlib.decompressobj(self._wbits)
+
+    def on_body(self, body: bytes) -> None:
+        if self._coding in _INFLATED:
+            self._inflate(body)
+        else:
+            self._take(body)
+
+    def on_message_complete(self) -> None:
+        if self._inflater is not None:
+            self._take(self._inflater.flush())
+        answer = RawAnswer(self._status, b"".join(self._chunks), self._retry_after)
+        if not self._keep_alive:
+            self._close()
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(answer)
+
+    # the body
+
+    def _inflate(self, data: bytes) -> None:
+        if self._inflater is None:  # deflate
+            self._wbits = zlib.MAX_WBITS if data[:1] == b"\x78" else -zlib.MAX_WBITS
+            self._inflater = zlib.decompressobj(self._wbits)
+        while data:
+            if self._inflater.eof:
+                # Another gzip member: RFC 1952 lets a body be several, joined when inflated.
+                self._inflater = zlib.decompressobj(self._wbits)
+            inflater = self._inflater
+            # At most one byte past the cap per call: a small input can inflate to gigabytes.
+            self._take(inflater.decompress(data, self._cap - self._size + 1))
+            data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+
+    def _take(self, data: bytes) -> None:
+        if not data:
+            return
+        self._size += len(data)
+        if self._size > self._cap:
+            raise BodyTooLarge(self._size)
+        self._chunks.append(data)
+
+    # requests
+
+    async def get(self, head: bytes) -> RawAnswer:
+        """Send one request head and wait for its whole answer."""
+        assert self._transport is not None
+        self._reset()
+        self.received_any = False
+        self._answer = asyncio.get_running_loop().create_future()
+        self._transport.write(head)
+        try:
+            return await self._answer
+        finally:
+            self._answer = None
+
+    @property
+    def reusable(self) -> bool:
+        """Whether another request may be sent on this connection."""
+        return not self.closed and self._keep_alive
+
+    def _fail(self, exc: BaseException) -> None:
+        self._close()
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(exc)
+
+    def _close(self) -> None:
+        self.closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Close at once (a request given up, or the pool closed)."""
+        self.closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class ConnectionPool:
+    """Keep-alive connections to any number of origins, each carrying one request at a time.
+
+    It opens a connection whenever none is idle: the caller bounds requests in flight, and so
+    the connections open. ``headers`` go with every request.
+    """
+
+    def __init__(self, headers: Mapping[str, str], max_body_bytes: int) -> None:
+        self._headers = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self._max_body_bytes = max_body_bytes
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._open: set[_Connection] = set()
+
+    async def get(
+        self, origin: Origin, target: str, extra_headers: Mapping[str, str] | None = None
+    ) -> RawAnswer:
+        """``GET target`` at ``origin``; raises ``ConnectionLost``, ``BodyTooLarge`` or an
+        ``OSError`` (the connection refused or reset)."""
+        head = self._head(origin, target, extra_headers)
+        idle = self._idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if connection.closed:  # closed by the server while idle
+                self._open.discard(connection)
+                continue
+            try:
+                return await self._exchange(origin, connection, head)
+            except ConnectionLost:
+                # The server closed a connection that sat idle (its keep-alive timeout) just as
+                # it was reused: no byte of answer came, so the request was not handled there.
+                if connection.received_any:
+                    raise
+        return await self._exchange(origin, await self._connect(origin), head)
+
+    async def _exchange(self, origin: Origin, connection: _Connection, head: bytes) -> RawAnswer:
+        try:
+            answer = await connection.get(head)
+        except BaseException:
+            connection.abort()
+            self._open.discard(connection)
+            raise
+        if connection.reusable:
+            self._idle.setdefault(origin, []).append(connection)
+        else:
+            self._open.discard(connection)
+        return answer
+
+    async def _connect(self, origin: Origin) -> _Connection:
+        loop = asyncio.get_running_loop()
+        context = ssl.create_default_context() if origin.tls else None
+        _, connection = await loop.create_connection(
+            lambda: _Connection(self._max_body_bytes), origin.host, origin.port, ssl=context
+        )
+        self._open.add(connection)
+        return connection
+
+    def _head(self, origin: Origin, target: str, extra: Mapping[str, str] | None) -> bytes:
+        base = f"GET {target} HTTP/1.1\r\nHost: {origin.netloc}\r\n{self._headers}"
+        lines = "".join(f"{name}: {value}\r\n" for name, value in extra.items()) if extra else ""
+        return (base + lines + "\r\n").encode("latin-1")
+
+    def close(self) -> None:
+        """Close every connection."""
+        for connection in self._open:
+            connection.abort()
+        self._open.clear()
+        self._idle.clear()

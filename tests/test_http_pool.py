@@ -1,0 +1,144 @@
+"""The upstream client's transport (``ductwork.upstream.http_pool``) against real HTTP servers on
+127.0.0.1 that answer scripted bytes: the ways an HTTP/1.1 answer can be framed and encoded, and
+the ways a connection can end."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import zlib
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from ductwork.upstream.http_pool import (
+    BodyTooLarge,
+    ConnectionLost,
+    ConnectionPool,
+    Origin,
+    RawAnswer,
+    request_target,
+)
+from sandbox.gzip_bomb import INFLATED_PADDING, bomb
+
+# What the scripted server does with one connection: read requests, write answers.
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+BODY = b'{"data":[1,2,3],"name":"\xc3\xa9t\xc3\xa9"}'
+CAP = 1 << 20
+
+
+def answer_head(*lines: str) -> bytes:
+    """A 200 head with ``lines`` as its headers."""
+    return ("HTTP/1.1 200 OK\r\n" + "".join(f"{line}\r\n" for line in lines) + "\r\n").encode()
+
+
+def sized(body: bytes, *lines: str) -> bytes:
+    """A 200 answer with a Content-Length."""
+    return answer_head(f"Content-Length: {len(body)}", *lines) + body
+
+
+def answering(*answers: bytes) -> Script:
+    """A connection that answers its requests with ``answers`` in turn, then closes."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for answer in answers:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    return script
+
+
+async def served(script: Script, *requests: str, cap: int = CAP) -> list[RawAnswer]:
+    """``GET`` each of ``requests`` in turn through one pool, from a server running ``script``
+    on each connection."""
+    server = await asyncio.start_server(script, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool({"Accept": "application/json"}, cap)
+    try:
+        origin = Origin.of(f"http://127.0.0.1:{port}")
+        return [await asyncio.wait_for(pool.get(origin, target), 10) for target in requests]
+    finally:
+        pool.close()
+        server.close()
+
+
+def run(script: Script, *requests: str, cap: int = CAP) -> list[RawAnswer]:
+    return asyncio.run(served(script, *requests, cap=cap))
+
+
+def test_length_chunked_and_close_delimited_bodies_arrive_whole() -> None:
+    chunked = answer_head("Transfer-Encoding: chunked") + b"5\r\n" + BODY[:5] + b"\r\n"
+    chunked += f"{len(BODY) - 5:x}\r\n".encode() + BODY[5:] + b"\r\n0\r\n\r\n"
+    until_close = answer_head("Connection: close") + BODY
+    [by_length, by_chunks] = run(answering(sized(BODY), chunked), "/a", "/b")
+    [by_close] = run(answering(until_close), "/c")
+    assert by_length.body == by_chunks.body == by_close.body == BODY
+    assert by_length.status == 200
+
+
+def test_gzip_of_several_members_and_both_kinds_of_deflate_are_inflated() -> None:
+    members = gzip.compress(BODY[:10]) + gzip.compress(BODY[10:])
+    wrapped = zlib.compress(BODY)
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    raw = raw_deflate.compress(BODY) + raw_deflate.flush()
+    answers = run(
+        answering(
+            sized(members, "Content-Encoding: gzip"),
+            sized(wrapped, "Content-Encoding: deflate"),
+            sized(raw, "Content-Encoding: deflate"),
+        ),
+        "/a", "/b", "/c",
+    )  # fmt: skip
+    assert [answer.body for answer in answers] == [BODY, BODY, BODY]
+
+
+def test_a_gzip_bomb_is_refused_at_the_cap_after_a_bounded_inflation() -> None:
+    bombed = bomb(BODY)
+    with pytest.raises(BodyTooLarge) as refused:
+        run(answering(sized(bombed, "Content-Encoding: gzip")), "/", cap=CAP)
+    # Refused one byte past the cap: not after inflating the gigabyte of padding.
+    assert refused.value.args == (CAP + 1,)
+    assert INFLATED_PADDING > 1000 * CAP
+
+
+def test_a_body_cut_short_by_the_connection_is_lost_not_returned() -> None:
+    cut = answer_head(f"Content-Length: {len(BODY)}") + BODY[:10]
+    with pytest.raises(ConnectionLost, match="before the answer ended"):
+        run(answering(cut), "/")
+
+
+def test_bytes_that_are_not_http_are_a_lost_connection() -> None:
+    with pytest.raises(ConnectionLost, match=r"not HTTP/1\.1"):
+        run(answering(b"SSH-2.0-OpenSSH_9.2\r\n\r\n"), "/")
+
+
+def test_a_kept_alive_connection_closed_while_idle_is_replaced_at_no_cost() -> None:
+    connections: list[int] = []
+
+    async def one_answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Answers one request as if keeping the connection, then closes it (a keep-alive timeout).
+        connections.append(1)
+        await answering(sized(BODY))(reader, writer)
+
+    answers = run(one_answer_each, "/a", "/b", "/c")
+    assert [answer.body for answer in answers] == [BODY] * 3
+    assert len(connections) == 3
+
+
+def test_one_connection_carries_requests_in_turn_with_the_pool_headers_and_retry_after() -> None:
+    seen: list[bytes] = []
+
+    async def recording(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for answer in (sized(b"{}", "Retry-After: 7"), sized(BODY)):
+            seen.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    first, second = run(recording, request_target("/x", {"q": "a b+c:d"}), "/y")
+    assert first.retry_after == "7" and second.retry_after is None
+    assert seen[0].startswith(b"GET /x?q=a+b%2Bc%3Ad HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"\r\nAccept: application/json\r\n" in seen[0]
+    assert second.body == BODY and len(seen) == 2
