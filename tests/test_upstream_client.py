@@ -278,3 +278,26 @@ def test_a_body_over_the_cap_is_refused_without_a_retry_and_one_at_the_cap_is_re
         "(DUCTWORK_UPSTREAM_MAX_BODY_BYTES)"
     )
     assert [path for _, path, _ in upstream.seen] == ["/at", "/over"]
+
+
+def test_an_answer_that_never_comes_is_given_up_at_the_timeout_and_retried() -> None:
+    calls: list[float] = []
+
+    async def stalls_once(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            # No answer at all: held until the client gives up and drops the connection.
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": OK[2]})
+
+    with serving(stalls_once) as url:
+        document, client = fetch(url, timeout_s=0.5)
+    assert document == {"ok": True}
+    assert isinstance(client, UpstreamClient)
+    assert (client.stats.requests, client.stats.dropped_connections) == (2, 1)
+    assert calls[1] - calls[0] >= 0.5  # the retry came after the timeout, not before
