@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 
@@ -50,12 +51,14 @@ def answering(*answers: bytes) -> Script:
     return script
 
 
-async def served(script: Script, *requests: str, cap: int = CAP) -> list[RawAnswer]:
+async def served(
+    script: Script, *requests: str, cap: int = CAP, timeout_s: float = 5
+) -> list[RawAnswer]:
     """``GET`` each of ``requests`` in turn through one pool, from a server running ``script``
     on each connection."""
     server = await asyncio.start_server(script, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    pool = ConnectionPool({"Accept": "application/json"}, cap)
+    pool = ConnectionPool({"Accept": "application/json"}, cap, timeout_s=timeout_s)
     try:
         origin = Origin.of(f"http://127.0.0.1:{port}")
         return [await asyncio.wait_for(pool.get(origin, target), 10) for target in requests]
@@ -64,8 +67,8 @@ async def served(script: Script, *requests: str, cap: int = CAP) -> list[RawAnsw
         server.close()
 
 
-def run(script: Script, *requests: str, cap: int = CAP) -> list[RawAnswer]:
-    return asyncio.run(served(script, *requests, cap=cap))
+def run(script: Script, *requests: str, cap: int = CAP, timeout_s: float = 5) -> list[RawAnswer]:
+    return asyncio.run(served(script, *requests, cap=cap, timeout_s=timeout_s))
 
 
 def test_length_chunked_and_close_delimited_bodies_arrive_whole() -> None:
@@ -142,3 +145,17 @@ def test_one_connection_carries_requests_in_turn_with_the_pool_headers_and_retry
     assert seen[0].startswith(b"GET /x?q=a+b%2Bc%3Ad HTTP/1.1\r\nHost: 127.0.0.1:")
     assert b"\r\nAccept: application/json\r\n" in seen[0]
     assert second.body == BODY and len(seen) == 2
+
+
+def test_an_answer_not_whole_by_its_deadline_times_out_soon_after() -> None:
+    async def half_an_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer_head(f"Content-Length: {len(BODY)}") + BODY[:5])  # then nothing
+        await reader.read()  # until the client gives the answer up
+
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"no whole answer within 0\.4 s"):
+        run(half_an_answer, "/", timeout_s=0.4)
+    waited = time.monotonic() - started
+    # Due 0.4 s after the request began; the watchdog looks every 0.1 s.
+    assert 0.4 <= waited < 2.0

@@ -150,7 +150,7 @@ class UpstreamClient:
             "Accept-Encoding": "gzip, deflate",
             "User-Agent": "ductwork",
         }
-        self._http = ConnectionPool(headers, self._max_body_bytes)
+        self._http = ConnectionPool(headers, self._max_body_bytes, self._timeout_s)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -193,8 +193,7 @@ class UpstreamClient:
             async with self._in_flight:
                 self.stats.requests += 1
                 try:
-                    async with asyncio.timeout(self._timeout_s):
-                        raw = await self._http.get(origin, target or "/", headers)
+                    raw = await self._http.get(origin, target or "/", headers)
                     status, body, retry_after = raw.status, raw.body, raw.retry_after
                 except BodyTooLarge:
                     raise UpstreamContractError(

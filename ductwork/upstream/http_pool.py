@@ -11,7 +11,9 @@ What the client relies on: ``Content-Length``, chunked and read-until-close bodi
 deflate inflated a bounded piece at a time and refused past a cap (a few megabytes of gzip can
 inflate to gigabytes); a connection that fails or closes before its answer ends raises
 ``ConnectionLost``; a kept-alive connection the server closed while it sat idle is replaced
-once, at no retry's cost. Timeouts are the caller's (``asyncio.timeout``). No redirects, no
+once, at no retry's cost; an answer not whole by its deadline raises ``TimeoutError`` (one
+watchdog looks at every connection a few times per timeout, instead of a timer armed and
+cancelled around each request, which cost a tenth of the event loop's time). No redirects, no
 cookies, no proxies: the upstream service uses none.
 """
 
@@ -82,6 +84,7 @@ class _Connection(asyncio.Protocol):
         self._cap = max_body_bytes
         self._transport: asyncio.Transport | None = None
         self._answer: asyncio.Future[RawAnswer] | None = None
+        self.deadline = 0.0  # the event loop's time by which the current answer must be whole
         self.closed = False
         self.received_any = False  # whether the current request has had a byte of answer
         self._reset()
@@ -187,17 +190,28 @@ class _Connection(asyncio.Protocol):
 
     # requests
 
-    async def get(self, head: bytes) -> RawAnswer:
-        """Send one request head and wait for its whole answer."""
+    async def get(self, head: bytes, deadline: float) -> RawAnswer:
+        """Send one request head and wait for its whole answer, due by ``deadline`` (the
+        event loop's clock; the pool's watchdog enforces it)."""
         assert self._transport is not None
         self._reset()
         self.received_any = False
+        self.deadline = deadline
         self._answer = asyncio.get_running_loop().create_future()
         self._transport.write(head)
         try:
             return await self._answer
         finally:
             self._answer = None
+
+    @property
+    def overdue_at(self) -> float | None:
+        """The deadline of the answer awaited, or None when none is."""
+        return self.deadline if self._answer is not None and not self._answer.done() else None
+
+    def time_out(self, timeout_s: float) -> None:
+        """Give up the awaited answer: it was not whole within ``timeout_s``."""
+        self._fail(TimeoutError(f"no whole answer within {timeout_s:g} s"))
 
     @property
     def reusable(self) -> bool:
@@ -225,14 +239,18 @@ class ConnectionPool:
     """Keep-alive connections to any number of origins, each carrying one request at a time.
 
     It opens a connection whenever none is idle: the caller bounds requests in flight, and so
-    the connections open. ``headers`` go with every request.
+    the connections open. ``headers`` go with every request. A request has ``timeout_s`` from
+    its start to its answer's end, connecting included; its ``TimeoutError`` comes at most a
+    quarter of that (or a second) late.
     """
 
-    def __init__(self, headers: Mapping[str, str], max_body_bytes: int) -> None:
+    def __init__(self, headers: Mapping[str, str], max_body_bytes: int, timeout_s: float) -> None:
         self._headers = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._max_body_bytes = max_body_bytes
+        self._timeout_s = timeout_s
         self._idle: dict[Origin, list[_Connection]] = {}
         self._open: set[_Connection] = set()
+        self._watchdog: asyncio.TimerHandle | None = None
 
     async def get(
         self, origin: Origin, target: str, extra_headers: Mapping[str, str] | None = None
@@ -240,6 +258,10 @@ class ConnectionPool:
         """``GET target`` at ``origin``; raises ``ConnectionLost``, ``BodyTooLarge`` or an
         ``OSError`` (the connection refused or reset)."""
         head = self._head(origin, target, extra_headers)
+        loop = asyncio.get_running_loop()
+        if self._watchdog is None:
+            self._watch()
+        deadline = loop.time() + self._timeout_s
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
@@ -247,17 +269,21 @@ class ConnectionPool:
                 self._open.discard(connection)
                 continue
             try:
-                return await self._exchange(origin, connection, head)
+                return await self._exchange(origin, connection, head, deadline)
             except ConnectionLost:
                 # The server closed a connection that sat idle (its keep-alive timeout) just as
                 # it was reused: no byte of answer came, so the request was not handled there.
                 if connection.received_any:
                     raise
-        return await self._exchange(origin, await self._connect(origin), head)
+        connecting = self._connect(origin)
+        connection = await asyncio.wait_for(connecting, max(0.0, deadline - loop.time()))
+        return await self._exchange(origin, connection, head, deadline)
 
-    async def _exchange(self, origin: Origin, connection: _Connection, head: bytes) -> RawAnswer:
+    async def _exchange(
+        self, origin: Origin, connection: _Connection, head: bytes, deadline: float
+    ) -> RawAnswer:
         try:
-            answer = await connection.get(head)
+            answer = await connection.get(head, deadline)
         except BaseException:
             connection.abort()
             self._open.discard(connection)
@@ -282,8 +308,22 @@ class ConnectionPool:
         lines = "".join(f"{name}: {value}\r\n" for name, value in extra.items()) if extra else ""
         return (base + lines + "\r\n").encode("latin-1")
 
+    def _watch(self) -> None:
+        """Time out every answer past its deadline, then look again a little later."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for connection in list(self._open):
+            due = connection.overdue_at
+            if due is not None and due <= now:
+                connection.time_out(self._timeout_s)
+        interval = min(1.0, self._timeout_s / 4)
+        self._watchdog = loop.call_at(now + interval, self._watch)
+
     def close(self) -> None:
         """Close every connection."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         for connection in self._open:
             connection.abort()
         self._open.clear()
