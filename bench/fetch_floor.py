@@ -36,11 +36,12 @@ import duckdb
 import orjson
 from yarl import URL
 
-from bench.raw_http import RawPool, target_of
+from bench.raw_http import RawPool
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
 from ductwork.streams.catalog import PAIRING_COLUMNS, UNIT_COLUMNS, pairing_row, unit_row_for
 from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, PAIRINGS, SUBMITTALS
+from ductwork.upstream.http_pool import request_target
 from ductwork.warehouse.loading import rows_table
 from ductwork.warehouse.schema import schema_sql
 from sandbox.recorded_answers import RecordingWriter
@@ -239,7 +240,7 @@ async def recorded_run(url: str, api_key: str, recording: Path, concurrency: int
         with RecordingWriter(recording) as writer:
 
             async def keeping(path: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
-                target = target_of(path, params)
+                target = request_target(path, params)
                 status, head, body = await pool.send(pool.head(target))
                 writer.add(target, head, body)
                 return status, body

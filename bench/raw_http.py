@@ -9,13 +9,9 @@ open-loop load generator of the serving part.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
-
-def target_of(path: str, params: Mapping[str, object] | None) -> str:
-    """The request target of ``GET path?params`` (the query URL-encoded)."""
-    return f"{path}?{urlencode(params)}" if params else path
+from ductwork.upstream.http_pool import request_target
 
 
 class RawConnection:
@@ -113,5 +109,5 @@ class RawPool:
 
     async def get(self, path: str, params: dict[str, object] | None = None) -> tuple[int, bytes]:
         """``GET path?params``: the status and the body."""
-        status, _, body = await self.send(self.head(target_of(path, params)))
+        status, _, body = await self.send(self.head(request_target(path, params)))
         return status, body

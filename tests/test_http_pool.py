@@ -60,7 +60,7 @@ async def served(
     port = server.sockets[0].getsockname()[1]
     pool = ConnectionPool({"Accept": "application/json"}, cap, timeout_s=timeout_s)
     try:
-        origin = Origin.of(f"http://127.0.0.1:{port}")
+        origin, _ = Origin.split(f"http://127.0.0.1:{port}")
         return [await asyncio.wait_for(pool.get(origin, target), 10) for target in requests]
     finally:
         pool.close()
@@ -159,3 +159,16 @@ def test_an_answer_not_whole_by_its_deadline_times_out_soon_after() -> None:
     waited = time.monotonic() - started
     # Due 0.4 s after the request began; the watchdog looks every 0.1 s.
     assert 0.4 <= waited < 2.0
+
+
+def test_an_origin_splits_from_its_url_and_a_target_joins_its_query_to_one_it_has() -> None:
+    origin, rest = Origin.split("https://[::1]:8443/api/v1/x?a=1")
+    assert (origin.tls, origin.host, origin.port) == (True, "::1", 8443)
+    assert origin.netloc == "[::1]:8443"
+    assert rest == "/api/v1/x?a=1"
+    assert Origin.split("http://example.test")[1] == ""
+    assert Origin.split("http://example.test")[0].port == 80
+    assert request_target(rest, {"b": "2 3"}) == "/api/v1/x?a=1&b=2+3"
+    assert request_target("", None) == "/"
+    with pytest.raises(ValueError, match="not an http"):
+        Origin.split("ftp://example.test/x")

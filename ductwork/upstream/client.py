@@ -117,9 +117,7 @@ class UpstreamClient:
         seed: int | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
-        base = base_url.rstrip("/")
-        self._origin = Origin.of(base)
-        self._base_path = base[base.index(self._origin.netloc) + len(self._origin.netloc) :]
+        self._origin, self._base_path = Origin.split(base_url.rstrip("/"))
         # Built once: a full sync sends about a hundred thousand requests with it.
         self._auth_headers = {"Authorization": f"Bearer {api_key}"}
         self._concurrency = concurrency
@@ -180,8 +178,8 @@ class UpstreamClient:
         headers = self._auth_headers if auth else None
         query = {name: str(value) for name, value in params.items()} if params else None
         if path.startswith(("http://", "https://")):
-            origin = Origin.of(path)
-            target = request_target(path[path.index(origin.netloc) + len(origin.netloc) :], query)
+            origin, own_path = Origin.split(path)
+            target = request_target(own_path, query)
         else:
             origin, target = self._origin, request_target(self._base_path + path, query)
         tally = _Tally()
@@ -193,7 +191,7 @@ class UpstreamClient:
             async with self._in_flight:
                 self.stats.requests += 1
                 try:
-                    raw = await self._http.get(origin, target or "/", headers)
+                    raw = await self._http.get(origin, target, headers)
                     status, body, retry_after = raw.status, raw.body, raw.retry_after
                 except BodyTooLarge:
                     raise UpstreamContractError(

@@ -61,19 +61,24 @@ class Origin:
     netloc: str
 
     @classmethod
-    def of(cls, url: str) -> Origin:
-        """The origin of an absolute http or https URL."""
+    def split(cls, url: str) -> tuple[Origin, str]:
+        """The origin of an absolute http or https URL, and the rest of it (path and query, as
+        written; "" when there is none)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {parts.scheme}://{parts.netloc}")
         tls = parts.scheme == "https"
-        return cls(tls, parts.hostname, parts.port or (443 if tls else 80), parts.netloc)
+        origin = cls(tls, parts.hostname, parts.port or (443 if tls else 80), parts.netloc)
+        return origin, parts.path + (f"?{parts.query}" if parts.query else "")
 
 
-def request_target(path: str, query: Mapping[str, str] | None) -> str:
-    """The target of ``GET path?query``: ``path`` already percent-encoded, the query encoded
-    here (a space as ``+``, every reserved character escaped)."""
-    return f"{path}?{urlencode(query)}" if query else path
+def request_target(path: str, query: Mapping[str, object] | None) -> str:
+    """The target of ``GET path?query``: ``path`` already percent-encoded (it may carry a query
+    of its own), the query encoded here (a space as ``+``, every reserved character escaped);
+    "/" for an empty path."""
+    if query:
+        path = f"{path}{'&' if '?' in path else '?'}{urlencode(query)}"
+    return path or "/"
 
 
 class _Connection(asyncio.Protocol):
