@@ -37,6 +37,7 @@ from ductwork.upstream.http_pool import (
     ConnectionLost,
     ConnectionPool,
     Origin,
+    header_lines,
     request_target,
 )
 from ductwork.upstream.list_pages import PageRules, pagination_of
@@ -119,7 +120,7 @@ class UpstreamClient:
     ) -> None:
         self._origin, self._base_path = Origin.split(base_url.rstrip("/"))
         # Built once: a full sync sends about a hundred thousand requests with it.
-        self._auth_headers = {"Authorization": f"Bearer {api_key}"}
+        self._auth_lines = header_lines({"Authorization": f"Bearer {api_key}"})
         self._concurrency = concurrency
         self._timeout_s = timeout_s
         self._max_body_bytes = max_body_bytes
@@ -175,7 +176,7 @@ class UpstreamClient:
         """
         if self._http is None:
             raise RuntimeError("UpstreamClient used outside 'async with'")
-        headers = self._auth_headers if auth else None
+        headers = self._auth_lines if auth else ""
         query = {name: str(value) for name, value in params.items()} if params else None
         if path.startswith(("http://", "https://")):
             origin, own_path = Origin.split(path)

@@ -72,6 +72,11 @@ class Origin:
         return origin, parts.path + (f"?{parts.query}" if parts.query else "")
 
 
+def header_lines(headers: Mapping[str, str]) -> str:
+    """``headers`` as the lines of a request head, made once by whoever sends them often."""
+    return "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+
+
 def request_target(path: str, query: Mapping[str, object] | None) -> str:
     """The target of ``GET path?query``: ``path`` already percent-encoded (it may carry a query
     of its own), the query encoded here (a space as ``+``, every reserved character escaped);
@@ -250,19 +255,21 @@ class ConnectionPool:
     """
 
     def __init__(self, headers: Mapping[str, str], max_body_bytes: int, timeout_s: float) -> None:
-        self._headers = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self._headers = header_lines(headers)
         self._max_body_bytes = max_body_bytes
+        self._tls: ssl.SSLContext | None = None  # made at the first https connection
         self._timeout_s = timeout_s
         self._idle: dict[Origin, list[_Connection]] = {}
         self._open: set[_Connection] = set()
         self._watchdog: asyncio.TimerHandle | None = None
 
-    async def get(
-        self, origin: Origin, target: str, extra_headers: Mapping[str, str] | None = None
-    ) -> RawAnswer:
-        """``GET target`` at ``origin``; raises ``ConnectionLost``, ``BodyTooLarge`` or an
+    async def get(self, origin: Origin, target: str, extra_lines: str = "") -> RawAnswer:
+        """``GET target`` at ``origin``, with ``extra_lines`` (``header_lines``) beside the
+        pool's headers; raises ``ConnectionLost``, ``BodyTooLarge``, ``TimeoutError`` or an
         ``OSError`` (the connection refused or reset)."""
-        head = self._head(origin, target, extra_headers)
+        head = (
+            f"GET {target} HTTP/1.1\r\nHost: {origin.netloc}\r\n{self._headers}{extra_lines}\r\n"
+        ).encode("latin-1")
         loop = asyncio.get_running_loop()
         if self._watchdog is None:
             self._watch()
@@ -301,17 +308,16 @@ class ConnectionPool:
 
     async def _connect(self, origin: Origin) -> _Connection:
         loop = asyncio.get_running_loop()
-        context = ssl.create_default_context() if origin.tls else None
+        if origin.tls and self._tls is None:
+            self._tls = ssl.create_default_context()  # reads the system's CA certificates
         _, connection = await loop.create_connection(
-            lambda: _Connection(self._max_body_bytes), origin.host, origin.port, ssl=context
+            lambda: _Connection(self._max_body_bytes),
+            origin.host,
+            origin.port,
+            ssl=self._tls if origin.tls else None,
         )
         self._open.add(connection)
         return connection
-
-    def _head(self, origin: Origin, target: str, extra: Mapping[str, str] | None) -> bytes:
-        base = f"GET {target} HTTP/1.1\r\nHost: {origin.netloc}\r\n{self._headers}"
-        lines = "".join(f"{name}: {value}\r\n" for name, value in extra.items()) if extra else ""
-        return (base + lines + "\r\n").encode("latin-1")
 
     def _watch(self) -> None:
         """Time out every answer past its deadline, then look again a little later."""
