@@ -32,8 +32,8 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes, snapshot_guard
-from ductwork.history.recording import record_publish
-from ductwork.streams.registry import numbered_lists
+from ductwork.history.recording import as_of_macro, record_publish
+from ductwork.streams.registry import STREAMS, numbered_lists
 from ductwork.warehouse.schema import add_snapshot_extras, snapshot_sql
 from ductwork.warehouse_stamp import (
     STAMP,
@@ -48,6 +48,8 @@ PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
 STAGING_PREFIX = ".staging-"
 PUBLISH_LOCK = ".publish.lock"
+# The part of a content fingerprint that names the release of the publishing SQL.
+RELEASE = "publish-sql"
 # A serving worker writes each large list's records into a hidden file beside the snapshot it
 # serves (``serve.record_file``): ``.records-<hash>``, first as ``.records-<random>.partial``
 # under ``.records.lock``. Named here, so that ``prune`` removes them with their snapshots.
@@ -126,6 +128,39 @@ def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     return ";".join(f"{tables[index][0]}:{count}:{total}" for index, count, total in counted)
 
 
+def _release_digest() -> str:
+    """A digest of the SQL a publish runs beyond the warehouse's tables.
+
+    What publishing adds (serving tables, comments, views, the history's macros and each
+    stream's feed) is part of a snapshot too: a new release of that SQL must publish anew even
+    when the data has not changed."""
+    publishing_sql = (
+        snapshot_sql()
+        + read_sql("snapshot_info")
+        + read_sql("snapshot_info_comments")
+        + read_sql("history")
+        + "".join(as_of_macro(stream.sql) for stream in STREAMS)
+    )
+    return hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()
+
+
+def unchanged_tables(before: str | None, after: str) -> set[str]:
+    """The tables whose content is the same in two content fingerprints (``before`` None: no
+    table). Under another release of the publishing SQL none is: what a publish makes of a
+    table may differ."""
+    if before is None:
+        return set()
+    old, new = _fingerprint_parts(before), _fingerprint_parts(after)
+    if old.get(RELEASE) != new.get(RELEASE):
+        return set()
+    return {table for table, part in new.items() if table != RELEASE and old.get(table) == part}
+
+
+def _fingerprint_parts(fingerprint: str) -> dict[str, str]:
+    """A fingerprint's parts by name: each table's ``count:sum``, and the release's."""
+    return dict(part.split(":", 1) for part in fingerprint.split(";") if ":" in part)
+
+
 def publish(
     warehouse: duckdb.DuckDBPyConnection,
     snapshots_dir: Path,
@@ -137,10 +172,7 @@ def publish(
     A new snapshot is first recorded in the warehouse's history (``ductwork.history``), which
     keeps ``keep_history`` of published versions and travels in the copy."""
     file_modes.current().make_private_dir(snapshots_dir)
-    # What publishing adds (serving tables, comments, views) is part of a snapshot too: a new
-    # release of that SQL must publish anew even when the data has not changed.
-    publishing_sql = snapshot_sql() + read_sql("snapshot_info") + read_sql("snapshot_info_comments")
-    release = f";publish-sql:{hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()}"
+    release = f";{RELEASE}:{_release_digest()}"
     database = _Database.in_use(warehouse)
     live = current(snapshots_dir)
     if live is not None:
@@ -153,7 +185,8 @@ def publish(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
             )
     fingerprint = content_fingerprint(warehouse) + release
-    if live is not None and _fingerprint_of(live) == fingerprint:
+    live_fingerprint = _fingerprint_of(live) if live is not None else None
+    if live is not None and live_fingerprint == fingerprint:
         # Written since the stamp, yet the same content: stamp the file as the log's
         # checkpoint leaves it, so the next run that writes nothing is vouched for. Should the
         # checkpoint fail, the stamp records the log as it is and goes stale at the next close:
@@ -170,7 +203,12 @@ def publish(
     staging = snapshots_dir / f"{STAGING_PREFIX}{version}{SUFFIX}"
     with _publishing(snapshots_dir):
         record_publish(
-            warehouse, live.path if live else None, version, datetime.now(UTC), keep_history
+            warehouse,
+            live.path if live else None,
+            version,
+            datetime.now(UTC),
+            keep_history,
+            unchanged=unchanged_tables(live_fingerprint, fingerprint),
         )
         try:
             _copy_into(warehouse, database, staging, version, fingerprint)

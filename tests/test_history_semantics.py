@@ -19,7 +19,8 @@ import pytest
 from ductwork import snapshot_guard, snapshots
 from ductwork.history import feed
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
-from ductwork.streams.registry import PAIRINGS
+from ductwork.streams.model import Stream
+from ductwork.streams.registry import CONTRACTORS, PAIRINGS
 from ductwork.warehouse.schema import schema_sql
 
 STREAM = PAIRINGS.name
@@ -39,24 +40,35 @@ class Mirror:
             "INSERT INTO pairings VALUES (?, 'Pairing', now(), ?, now())", [relationship_id, record]
         )
 
+    def put_contractor(self, contractor_id: str, record: str) -> None:
+        self.con.execute("DELETE FROM contractors WHERE contractor_id = ?", [contractor_id])
+        self.con.execute(
+            "INSERT INTO contractors VALUES (?, 'A', 'B', 'CA', 4.5, ?, now())",
+            [contractor_id, record],
+        )
+
     def drop(self, relationship_id: int) -> None:
         self.con.execute("DELETE FROM pairings WHERE relationship_id = ?", [relationship_id])
 
     def publish(self, keep: timedelta = timedelta(days=90)) -> snapshots.Snapshot:
         return snapshots.publish(self.con, self.snapshots, keep).snapshot
 
-    def walk(self, since: str | None, limit: int = 1000) -> tuple[list[feed.Change], str]:
-        """The whole walk from ``since`` on the current snapshot: its changes and the token
-        that follows it."""
+    def walk(
+        self, since: str | None, limit: int = 1000, stream: Stream = PAIRINGS
+    ) -> tuple[list[feed.Change], str]:
+        """The whole walk of ``stream`` from ``since`` on the current snapshot: its changes
+        and the token that follows it."""
         _, con = snapshots.open_current(self.snapshots)
         with con:
             mirror = feed.mirror_id(con)
             position = (
-                feed.Position(STREAM, None) if since is None else feed.decode_token(since, mirror)
+                feed.Position(stream.name, None)
+                if since is None
+                else feed.decode_token(since, mirror)
             )
             found: list[feed.Change] = []
             while True:
-                page = feed.read_page(con, STREAM, PAIRINGS.sql, position, limit)
+                page = feed.read_page(con, stream.name, stream.sql, position, limit)
                 found += page.changes
                 if not page.has_more:
                     return found, page.next_token
@@ -158,6 +170,52 @@ def test_the_past_is_rebuilt_from_a_later_snapshots_history_as_it_was_published(
         served = rebuilt.execute("SELECT version FROM snapshot_info").fetchall()
     assert again == published
     assert served == [(first.version,)]
+
+
+def test_a_table_a_publish_did_not_change_keeps_its_versions_and_its_feed_as_they_were(
+    tmp_path: Path,
+) -> None:
+    # A publish passes over the tables whose content it finds unchanged: what it skips must
+    # be what comparing them would have found.
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1}')
+    mirror.put_contractor("c1", '{"contractorId":"c1","v":1}')
+    first = mirror.publish()
+    _, token = mirror.walk(None, stream=CONTRACTORS)
+    mirror.put(1, '{"relationshipId":1,"v":2}')  # pairings change, contractors do not
+    mirror.put_contractor("c1", '{"contractorId":"c1","v":1}')  # rewritten as it was
+    second = mirror.publish()
+    assert mirror.walk(token, stream=CONTRACTORS)[0] == []
+    mirror.put_contractor("c1", '{"contractorId":"c1","v":3}')
+    mirror.put_contractor("c2", '{"contractorId":"c2"}')
+    third = mirror.publish()
+    changes, _ = mirror.walk(token, stream=CONTRACTORS)
+    assert [(c.key, c.op, c.version) for c in changes] == [
+        ("c1", "upsert", third.version), ("c2", "upsert", third.version)
+    ]  # fmt: skip
+    with duckdb.connect(str(third.path), read_only=True) as con:
+        kept = feed.publishes(con)
+    for published, expected in ((first, "1"), (second, "1"), (third, "3")):
+        out = tmp_path / f"rebuilt-{published.version}.duckdb"
+        rebuild(third.path, publish_at(kept, published.version), out)
+        with duckdb.connect(str(out), read_only=True) as rebuilt:
+            found = rebuilt.execute(
+                "SELECT record->>'v' FROM contractors WHERE contractor_id = 'c1'"
+            ).fetchall()
+        assert found == [(expected,)], published.version
+
+
+def test_tables_are_unchanged_only_when_both_fingerprints_name_the_same_release() -> None:
+    before = "contractors:1:7;pairings:2:9;publish-sql:aa"
+    assert snapshots.unchanged_tables(before, "contractors:1:7;pairings:2:8;publish-sql:aa") == {
+        "contractors"
+    }
+    assert (
+        snapshots.unchanged_tables(before, "contractors:1:7;pairings:2:9;publish-sql:bb") == set()
+    )
+    assert snapshots.unchanged_tables(None, before) == set()
+    # A table the current snapshot lacks is new, so changed.
+    assert snapshots.unchanged_tables(before, "manuals:0:0;publish-sql:aa") == set()
 
 
 def test_history_older_than_the_days_kept_is_dropped_and_its_tokens_are_gone(

@@ -126,7 +126,13 @@ def serve_run(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Se
         deadline = time.monotonic() + METRICS_DEADLINE_S
         with httpx.Client(timeout=10.0) as client:
             while counted < sent and time.monotonic() < deadline:
-                metrics = client.get(f"{url}/metrics", headers=headers)
+                try:
+                    metrics = client.get(f"{url}/metrics", headers=headers)
+                except httpx.TransportError as error:
+                    # Say what the server said meanwhile: a worker restarted, or one's error.
+                    tail = err.read_text(encoding="utf-8")[-3000:]
+                    message = f"/metrics failed: {error!r}; serve's stderr:\n{tail}"
+                    raise AssertionError(message) from error
                 counted = _products_counted(metrics.text)
     return ServeRun(
         sent=sent,

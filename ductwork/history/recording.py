@@ -10,11 +10,18 @@ row.
 
 If the warehouse's history does not end at the current snapshot's publish (a publish that
 failed after recording it), it is first brought back to that snapshot's own.
+
+A table whose content is the current snapshot's (the publish knows it from the two content
+fingerprints) has no row that changed or went, and a stream whose feed reads only such tables
+no record that did: both are passed over, so a publish costs in proportion to what changed
+rather than to all the mirror holds.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -66,9 +73,13 @@ def record_publish(
     version: str,
     published_at: datetime,
     keep: timedelta,
+    unchanged: Collection[str] = (),
 ) -> Recorded:
     """Record a publish of ``version`` (the warehouse as ``con`` holds it) against ``live``,
-    the current snapshot's file (None before the first publish), in one transaction."""
+    the current snapshot's file (None before the first publish), in one transaction.
+
+    ``unchanged`` names the tables whose content is known to be the current snapshot's: their
+    rows are not compared again, nor the records of a stream whose feed reads only them."""
     if live is not None:
         con.execute(f"ATTACH ? AS {PREVIOUS} (READ_ONLY)", [str(live)])
     try:
@@ -78,13 +89,21 @@ def record_publish(
             _unkey_feed_state(con)
             seq = _next_seq(con)
             _ensure_mirror_id(con)
+            columns = _columns_by_table(con)
+            previous = _main_tables(con, PREVIOUS) if live is not None else set()
             for table in kept_tables():
-                _version_rows(con, table, seq, live is not None)
-                con.execute(table_macro(table, _columns(con, table.name)))
+                table_columns = columns[table.name]
+                _ensure_history_tables(con, table, table_columns)
+                if table.name not in unchanged:
+                    _version_rows(con, table, table_columns, seq, table.name in previous)
+                con.execute(table_macro(table, table_columns))
             con.execute(section("history", "macros"))
+            changes = 0
             for stream in STREAMS:
                 con.execute(as_of_macro(stream.sql))
-            changes = sum(_log_feed(con, stream.name, stream.sql, seq) for stream in STREAMS)
+                read = feed_tables(stream.sql)
+                if not read or not read <= set(unchanged):
+                    changes += _log_feed(con, stream.name, stream.sql, seq)
             con.execute(section("history", "record_publish"), [seq, version, published_at])
             _prune(con, published_at - keep)
             con.execute("COMMIT")
@@ -152,13 +171,13 @@ def current_database(con: duckdb.DuckDBPyConnection) -> str:
     return con.execute("SELECT current_database()").fetchall()[0][0]
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+def _columns_by_table(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """The columns of every table of the database in use's ``main`` schema, in order."""
     rows = con.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
-        [table],
+        "SELECT table_name, list(column_name ORDER BY column_index) FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = 'main' GROUP BY table_name"
     ).fetchall()
-    return [row[0] for row in rows]
+    return {table: columns for table, columns in rows}
 
 
 def row_hash(columns: list[str], alias: str = "") -> str:
@@ -174,15 +193,15 @@ def key_columns(table: Table) -> tuple[str, ...]:
     return table.key or ("row_hash",)
 
 
-def _version_rows(con: duckdb.DuckDBPyConnection, table: Table, seq: int, has_live: bool) -> None:
-    """Close the versions of ``table``'s rows that changed or went, and mark the new ones."""
-    columns = _columns(con, table.name)
+def _ensure_history_tables(
+    con: duckdb.DuckDBPyConnection, table: Table, columns: list[str]
+) -> None:
+    """Create ``table``'s tables of closed versions and of current rows' publishes, if new."""
     name, history, since = (
         quote_identifier(table.name),
         history_name(table.name),
         since_name(table.name),
     )
-    keys = key_columns(table)
     quoted_keys = [quote_identifier(k) for k in table.key]
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {history} AS "
@@ -193,6 +212,21 @@ def _version_rows(con: duckdb.DuckDBPyConnection, table: Table, seq: int, has_li
         + "".join(f"{k}, " for k in quoted_keys)
         + f"{row_hash(columns)} AS row_hash, NULL::BIGINT AS since FROM main.{name} LIMIT 0"
     )
+
+
+def _version_rows(
+    con: duckdb.DuckDBPyConnection, table: Table, columns: list[str], seq: int, in_live: bool
+) -> None:
+    """Close the versions of ``table``'s rows that changed or went, and mark the new ones.
+    ``in_live``: whether the current snapshot has the table (its rows are the versions that
+    end)."""
+    name, history, since = (
+        quote_identifier(table.name),
+        history_name(table.name),
+        since_name(table.name),
+    )
+    keys = key_columns(table)
+    quoted_keys = [quote_identifier(k) for k in table.key]
     selected = "".join(f"{k}, " for k in quoted_keys)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE now_rows AS "
@@ -204,7 +238,7 @@ def _version_rows(con: duckdb.DuckDBPyConnection, table: Table, seq: int, has_li
         f"WHERE NOT EXISTS (SELECT 1 FROM now_rows AS n WHERE {match} "
         f"AND n.row_hash = s.row_hash)"
     )
-    if has_live and table.name in _main_tables(con, PREVIOUS):
+    if in_live:
         if table.key:
             joined = " AND ".join(f"p.{k} = e.{k}" for k in quoted_keys)
         else:
@@ -264,6 +298,14 @@ def table_macro(table: Table, columns: list[str]) -> str:
         f"WHERE v IS NOT NULL AND EXISTS (SELECT 1 FROM {since} AS s WHERE {match} "
         f"AND s.since <= v)"
     )
+
+
+def feed_tables(stream_sql: str) -> set[str]:
+    """The tables whose rows a stream's feed reads: those whose ``<table>_at(v)`` its
+    ``as_of`` section calls."""
+    tables = {table.name for table in kept_tables()}
+    called = re.findall(r"\b(\w+)_at\(", as_of_macro(stream_sql))
+    return {name for name in called if name in tables}
 
 
 def _main_tables(con: duckdb.DuckDBPyConnection, database: str) -> set[str]:
