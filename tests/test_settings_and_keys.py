@@ -180,3 +180,18 @@ def test_a_new_release_of_the_publishing_sql_publishes_anew_with_unchanged_data(
     monkeypatch.setattr(snapshots, "snapshot_sql", lambda: released)
     again = snapshots.publish(con, tmp_path / "snapshots")
     assert again.copied and again.snapshot != first.snapshot
+
+
+def test_a_new_release_of_a_streams_feed_sql_publishes_anew_with_unchanged_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The feed's macros travel in the snapshot: a snapshot kept with the old ones would go on
+    # serving records as the old release rendered them.
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    con.execute(warehouse_schema.schema_sql())
+    first = snapshots.publish(con, tmp_path / "snapshots")
+    assert not snapshots.publish(con, tmp_path / "snapshots").copied
+    feed_sql = snapshots.as_of_macro
+    monkeypatch.setattr(snapshots, "as_of_macro", lambda name: feed_sql(name) + "\n-- changed")
+    again = snapshots.publish(con, tmp_path / "snapshots")
+    assert again.copied and again.snapshot != first.snapshot
