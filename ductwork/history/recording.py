@@ -13,8 +13,8 @@ failed after recording it), it is first brought back to that snapshot's own.
 
 A table whose content is the current snapshot's (the publish knows it from the two content
 fingerprints) has no row that changed or went, and a stream whose feed reads only such tables
-no record that did: both are passed over, so a publish costs in proportion to what changed
-rather than to all the mirror holds.
+no record that did: both are passed over, so a publish compares only the tables that changed
+(each of them whole), not all the mirror holds.
 """
 
 from __future__ import annotations
