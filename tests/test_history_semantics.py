@@ -205,6 +205,26 @@ def test_a_table_a_publish_did_not_change_keeps_its_versions_and_its_feed_as_the
         assert found == [(expected,)], published.version
 
 
+def test_a_table_versioned_for_the_first_time_is_compared_even_when_unchanged(
+    tmp_path: Path,
+) -> None:
+    # As when a release starts keeping the versions of a table the warehouse already held.
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1}')
+    mirror.put_contractor("c1", '{"contractorId":"c1"}')
+    mirror.publish()
+    mirror.con.execute('DROP TABLE history."contractors__since"')
+    mirror.put(1, '{"relationshipId":1,"v":2}')  # contractors unchanged
+    second = mirror.publish()
+    with duckdb.connect(str(second.path), read_only=True) as con:
+        kept = feed.publishes(con)
+    out = tmp_path / "rebuilt.duckdb"
+    rebuild(second.path, publish_at(kept, second.version), out)
+    with duckdb.connect(str(out), read_only=True) as rebuilt:
+        found = rebuilt.execute("SELECT contractor_id FROM contractors").fetchall()
+    assert found == [("c1",)]
+
+
 def test_tables_are_unchanged_only_when_both_fingerprints_name_the_same_release() -> None:
     before = "contractors:1:7;pairings:2:9;publish-sql:aa"
     assert snapshots.unchanged_tables(before, "contractors:1:7;pairings:2:8;publish-sql:aa") == {

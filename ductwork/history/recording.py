@@ -36,6 +36,8 @@ PREVIOUS = "previous_snapshot"
 # Columns that say when the sync wrote a row, not what the upstream holds: no change of theirs
 # makes a version.
 RUN_TIME_COLUMNS = frozenset({"synced_at"})
+# The name of a table's table of current rows' publishes, after its own (``since_name``).
+SINCE_SUFFIX = "__since"
 # Shared tables of the history schema (the rest are one pair per stream table).
 SHARED = ("publishes", "mirror", "feed_state", "feed_log")
 
@@ -55,7 +57,7 @@ def history_name(table: str) -> str:
 
 def since_name(table: str) -> str:
     """The table of the publish since which each current row of ``table`` is as it is."""
-    return f"history.{quote_identifier(table + '__since')}"
+    return f"history.{quote_identifier(table + SINCE_SUFFIX)}"
 
 
 def kept_tables() -> list[Table]:
@@ -91,10 +93,14 @@ def record_publish(
             _ensure_mirror_id(con)
             columns = _columns_by_table(con)
             previous = _main_tables(con, PREVIOUS) if live is not None else set()
+            # A table never versioned before (newly kept) is compared even when unchanged: its
+            # current rows have no publish since which they are so yet.
+            versioned = set(_history_tables(con, current_database(con)))
             for table in kept_tables():
                 table_columns = columns[table.name]
+                known = table.name + SINCE_SUFFIX in versioned
                 _ensure_history_tables(con, table, table_columns)
-                if table.name not in unchanged:
+                if table.name not in unchanged or not known:
                     _version_rows(con, table, table_columns, seq, table.name in previous)
                 con.execute(table_macro(table, table_columns))
             con.execute(section("history", "macros"))
