@@ -30,6 +30,7 @@ class Mirror:
     """A warehouse of pairings only, published by hand."""
 
     def __init__(self, folder: Path) -> None:
+        self.folder = folder
         self.snapshots = folder / "snapshots"
         self.con = duckdb.connect(str(folder / "warehouse.duckdb"))
         self.con.execute(schema_sql())
@@ -52,6 +53,16 @@ class Mirror:
 
     def publish(self, keep: timedelta = timedelta(days=90)) -> snapshots.Snapshot:
         return snapshots.publish(self.con, self.snapshots, keep).snapshot
+
+    def rows_as_of(self, later: snapshots.Snapshot, version: str, query: str) -> list[tuple]:
+        """``query``'s rows on the past at publish ``version``, rebuilt from the history of
+        the ``later`` snapshot."""
+        with duckdb.connect(str(later.path), read_only=True) as con:
+            kept = feed.publishes(con)
+        out = self.folder / f"rebuilt-{version}.duckdb"
+        rebuild(later.path, publish_at(kept, version), out)
+        with duckdb.connect(str(out), read_only=True) as rebuilt:
+            return rebuilt.execute(query).fetchall()
 
     def walk(
         self, since: str | None, limit: int = 1000, stream: Stream = PAIRINGS
@@ -193,15 +204,9 @@ def test_a_table_a_publish_did_not_change_keeps_its_versions_and_its_feed_as_the
     assert [(c.key, c.op, c.version) for c in changes] == [
         ("c1", "upsert", third.version), ("c2", "upsert", third.version)
     ]  # fmt: skip
-    with duckdb.connect(str(third.path), read_only=True) as con:
-        kept = feed.publishes(con)
+    query = "SELECT record->>'v' FROM contractors WHERE contractor_id = 'c1'"
     for published, expected in ((first, "1"), (second, "1"), (third, "3")):
-        out = tmp_path / f"rebuilt-{published.version}.duckdb"
-        rebuild(third.path, publish_at(kept, published.version), out)
-        with duckdb.connect(str(out), read_only=True) as rebuilt:
-            found = rebuilt.execute(
-                "SELECT record->>'v' FROM contractors WHERE contractor_id = 'c1'"
-            ).fetchall()
+        found = mirror.rows_as_of(third, published.version, query)
         assert found == [(expected,)], published.version
 
 
@@ -216,12 +221,7 @@ def test_a_table_versioned_for_the_first_time_is_compared_even_when_unchanged(
     mirror.con.execute('DROP TABLE history."contractors__since"')
     mirror.put(1, '{"relationshipId":1,"v":2}')  # contractors unchanged
     second = mirror.publish()
-    with duckdb.connect(str(second.path), read_only=True) as con:
-        kept = feed.publishes(con)
-    out = tmp_path / "rebuilt.duckdb"
-    rebuild(second.path, publish_at(kept, second.version), out)
-    with duckdb.connect(str(out), read_only=True) as rebuilt:
-        found = rebuilt.execute("SELECT contractor_id FROM contractors").fetchall()
+    found = mirror.rows_as_of(second, second.version, "SELECT contractor_id FROM contractors")
     assert found == [("c1",)]
 
 

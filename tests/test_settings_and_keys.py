@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -169,17 +170,25 @@ def test_the_warehouse_runs_under_the_memory_limit_setting_and_refuses_a_malform
         load(SyncSettings)
 
 
+def _publishes_anew_after(folder: Path, release: Callable[[], None]) -> bool:
+    """Whether, with the data unchanged, a publish after ``release`` (which changes what the
+    code publishes) copies a new snapshot, where one before it copied nothing."""
+    con = duckdb.connect(str(folder / "warehouse.duckdb"))
+    con.execute(warehouse_schema.schema_sql())
+    first = snapshots.publish(con, folder / "snapshots")
+    assert not snapshots.publish(con, folder / "snapshots").copied
+    release()
+    again = snapshots.publish(con, folder / "snapshots")
+    return again.copied and again.snapshot != first.snapshot
+
+
 def test_a_new_release_of_the_publishing_sql_publishes_anew_with_unchanged_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    con.execute(warehouse_schema.schema_sql())
-    first = snapshots.publish(con, tmp_path / "snapshots")
-    assert not snapshots.publish(con, tmp_path / "snapshots").copied
     released = warehouse_schema.snapshot_sql() + "\n-- a changed comment or view\n"
-    monkeypatch.setattr(snapshots, "snapshot_sql", lambda: released)
-    again = snapshots.publish(con, tmp_path / "snapshots")
-    assert again.copied and again.snapshot != first.snapshot
+    assert _publishes_anew_after(
+        tmp_path, lambda: monkeypatch.setattr(snapshots, "snapshot_sql", lambda: released)
+    )
 
 
 def test_a_new_release_of_a_streams_feed_sql_publishes_anew_with_unchanged_data(
@@ -187,11 +196,9 @@ def test_a_new_release_of_a_streams_feed_sql_publishes_anew_with_unchanged_data(
 ) -> None:
     # The feed's macros travel in the snapshot: a snapshot kept with the old ones would go on
     # serving records as the old release rendered them.
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    con.execute(warehouse_schema.schema_sql())
-    first = snapshots.publish(con, tmp_path / "snapshots")
-    assert not snapshots.publish(con, tmp_path / "snapshots").copied
     feed_sql = snapshots.as_of_macro
-    monkeypatch.setattr(snapshots, "as_of_macro", lambda name: feed_sql(name) + "\n-- changed")
-    again = snapshots.publish(con, tmp_path / "snapshots")
-    assert again.copied and again.snapshot != first.snapshot
+
+    def release() -> None:
+        monkeypatch.setattr(snapshots, "as_of_macro", lambda name: feed_sql(name) + "\n-- changed")
+
+    assert _publishes_anew_after(tmp_path, release)
