@@ -1,5 +1,6 @@
-"""What a ``ductwork sync`` process with nothing new to store loads, and the parts that keep
-its start-up short: no pyarrow, pandas or boto3, collections paused while it loads."""
+"""What a ``ductwork sync`` process loads (with nothing new to store: no pyarrow, pandas or
+boto3; writing rows: pyarrow but still no pandas), and the parts that keep its start-up short:
+collections paused while it loads."""
 
 from __future__ import annotations
 
@@ -37,16 +38,58 @@ def test_a_sync_with_nothing_new_loads_neither_arrow_nor_boto3(
     lists every module the process imported)."""
     home = tmp_path / "home"
     shutil.copytree(synced_home, home)
+    printed, imported = _sync_imports(home, upstream, object_store)
+    assert "rows changed: none" in printed
+    assert not imported & set(NOT_LOADED), sorted(imported & set(NOT_LOADED))
+
+
+def _sync_imports(
+    home: Path, upstream: SandboxHandle, store: ObjectStoreServer
+) -> tuple[str, set[str]]:
+    """What a ``ductwork sync`` process (which must succeed) printed, and every module it
+    imported, from ``-X importtime``'s listing."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "pipelines.cli", "sync"],
-        cwd=ROOT, env=sync_env(home, upstream, object_store, UPSTREAM_KEY),
+        cwd=ROOT, env=sync_env(home, upstream, store, UPSTREAM_KEY),
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "rows changed: none" in done.stdout
     imported = set(re.findall(r"^import time:.*\|\s+(\S+)\s*$", done.stderr, flags=re.M))
     assert "dagster" in imported and "botocore" in imported  # the listing is complete
-    assert not imported & set(NOT_LOADED), sorted(imported & set(NOT_LOADED))
+    return done.stdout, imported
+
+
+def test_a_first_sync_writes_its_rows_through_arrow_without_importing_pandas(
+    upstream: SandboxHandle, object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    """A first ``ductwork sync`` of every stream, as its own process, builds Arrow tables of
+    the rows it writes yet never imports pandas: pyarrow's first conversion would, only to ask
+    whether its input is a pandas object (about 45 MiB of a sync's peak memory)."""
+    printed, imported = _sync_imports(tmp_path / "home", upstream, object_store)
+    assert "rows changed: none" not in printed
+    assert "pyarrow" in imported
+    # The refused attempt is listed too, as a bare ``pandas``; loading pandas loads hundreds of
+    # its modules.
+    assert not {name for name in imported if name.startswith("pandas.")}
+
+
+def test_pandas_still_imports_once_arrow_was_kept_from_it() -> None:
+    """Unit test, in a fresh interpreter: rows built into an Arrow table leave pandas
+    unloaded, and afterwards ``import pandas`` and Arrow's own ``to_pandas`` work as ever."""
+    code = (
+        "import sys\n"
+        "from ductwork.warehouse.columns import Columns\n"
+        "table = Columns(('id', 'string'), ('n', 'int64')).table([{'id': 'a', 'n': 1}])\n"
+        "assert 'pandas' not in sys.modules\n"
+        "import pandas\n"
+        "frame = table.to_pandas()\n"
+        "assert isinstance(frame, pandas.DataFrame) and frame['n'].tolist() == [1]\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 def test_freezing_what_is_loaded_turns_collections_back_on() -> None:

@@ -33,7 +33,7 @@ from ductwork.upstream.digital_asset_walk import (
 )
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.upstream.timestamps import canonical_or_received
-from ductwork.warehouse.columns import Columns
+from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.loading import Record, RowOf, rows_table
 from ductwork.warehouse.sync_state import (
     PAGE_WALK,
@@ -261,8 +261,7 @@ class Walker:
     def mark_deleted(self, listed: set[str]) -> int:
         """Mark live records a complete listing no longer contains deleted and close their
         current history versions, in one transaction; returns how many."""
-        import pyarrow as pa
-
+        pa = pyarrow_without_pandas()
         ids = pa.table({"listed_id": pa.array(sorted(listed), pa.string())})
         con = self.con
         con.register("listed_ids", ids)
