@@ -20,8 +20,9 @@ from ductwork import snapshot_guard, snapshots
 from ductwork.history import feed
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
 from ductwork.streams.model import Stream
-from ductwork.streams.registry import CONTRACTORS, PAIRINGS
+from ductwork.streams.registry import CONTRACTORS, DIGITAL_ASSETS, LEADS, PAIRINGS
 from ductwork.warehouse.schema import schema_sql
+from warehouse_sql import fill, section, stream_section
 
 STREAM = PAIRINGS.name
 
@@ -347,3 +348,38 @@ def test_a_warehouse_whose_feed_state_has_the_old_primary_key_loses_it_and_keeps
     assert [(c.op, c.key) for c in changes] == [("upsert", "2")]
     rows = "SELECT key, since FROM history.feed_state ORDER BY key"
     assert mirror.con.execute(rows).fetchall() == [("1", 1), ("2", 2)]
+
+
+def test_the_feed_reads_its_publish_s_records_by_row_exactly_as_the_as_of_macro_gives_them(
+    tmp_path: Path,
+) -> None:
+    """The large streams find the current records of a feed page by row first (section
+    ``feed_records_now``): for keys that are live, deleted, not found or never seen, they
+    give what their ``<stream>_as_of(NULL)`` macro gives."""
+    mirror = Mirror(tmp_path)
+    mirror.con.execute(
+        "INSERT INTO digital_assets BY NAME SELECT 'DA-' || i AS asset_id, "
+        "'{\"assetId\":\"DA-' || i || '\"}' AS record, now() AS synced_at, "
+        "CASE WHEN i % 3 = 0 THEN now() END AS deleted_at FROM range(12) AS t(i)"
+    )
+    mirror.con.execute(
+        "INSERT INTO lead_details BY NAME SELECT 'L' || i AS id, i % 4 <> 0 AS found, "
+        "CASE WHEN i % 4 <> 0 THEN '{\"id\":\"L' || i || '\"}' END AS record, "
+        "now() AS synced_at FROM range(12) AS t(i)"
+    )
+    snapshot = mirror.publish()
+    asked = [
+        (DIGITAL_ASSETS, [f"DA-{i}" for i in range(14)]),
+        (LEADS, [f"L{i}" for i in range(14)]),
+    ]
+    for stream, keys in asked:
+        with duckdb.connect(str(snapshot.path), read_only=True) as con:
+            quick = stream_section(stream.sql, "feed_records_now")
+            by_macro = fill(section("history_feed", "records"), records=f"{stream.sql}_as_of")
+            got = con.execute(quick, {"keys": keys}).fetchall()
+            want = con.execute(by_macro, {"pin": None, "keys": keys}).fetchall()
+        walked, _ = mirror.walk(None, limit=5, stream=stream)
+
+        assert sorted(got) == sorted(want)
+        assert 0 < len(want) < len(keys)  # some keys have no record
+        assert state_of(walked) == dict(want)

@@ -245,3 +245,13 @@ SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL;
 -- '...'))`.
 CREATE OR REPLACE MACRO digital_assets_as_of(v) AS TABLE
 SELECT asset_id AS key, record FROM digital_assets_at(v) WHERE deleted_at IS NULL;
+
+-- name: feed_records_now
+-- The changes feed's records of the keys `$keys` in a snapshot's own publish: those that
+-- `digital_assets_as_of(NULL)` gives. Their rows are found first, so only their records are
+-- read: filtering the macro on the keys read every record of the table, about twice the time.
+SELECT asset_id AS key, record::VARCHAR FROM digital_assets
+WHERE rowid IN (
+    SELECT rowid FROM digital_assets
+    WHERE deleted_at IS NULL AND asset_id IN (SELECT unnest($keys::VARCHAR[]))
+);

@@ -393,3 +393,11 @@ SELECT record FROM lead_details WHERE id = ? AND found;
 -- '...'))`.
 CREATE OR REPLACE MACRO leads_as_of(v) AS TABLE
 SELECT id AS key, record FROM lead_details_at(v) WHERE found;
+
+-- name: feed_records_now
+-- The changes feed's records of the keys `$keys` in a snapshot's own publish, as
+-- `leads_as_of(NULL)` gives them, found by row first (as the digital assets' are).
+SELECT id AS key, record::VARCHAR FROM lead_details
+WHERE rowid IN (
+    SELECT rowid FROM lead_details WHERE found AND id IN (SELECT unnest($keys::VARCHAR[]))
+);
