@@ -10,7 +10,8 @@ past as users reach them (``ductwork serve``, the sandbox, real syncs) are teste
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -383,3 +384,33 @@ def test_the_feed_reads_its_publish_s_records_by_row_exactly_as_the_as_of_macro_
         assert sorted(got) == sorted(want)
         assert 0 < len(want) < len(keys)  # some keys have no record
         assert state_of(walked) == dict(want)
+
+
+def test_a_feed_entry_writes_its_members_in_order_its_key_escaped_and_its_record_verbatim() -> None:
+    """Entries of one publish share their version and time, written once per publish: each
+    entry still carries its own, in the contract's member order."""
+    first = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    entries = [
+        feed.Change("upsert", 'DA-"1\u00e9', "v1", first, '{"b": 1,  "a":[]}'),
+        feed.Change("upsert", "DA-2", "v1", first, "{}"),
+        feed.Change("delete", "DA-3", "v2", first + timedelta(days=1), None),
+    ]
+    written = [entry.json_bytes() for entry in entries]
+
+    assert written[0].endswith(b',"record":{"b": 1,  "a":[]}}')
+    assert [json.loads(line) for line in written] == [
+        {
+            "op": "upsert", "key": 'DA-"1\u00e9', "version": "v1",
+            "changedAt": "2026-01-02T03:04:05.678Z", "record": {"b": 1, "a": []},
+        },
+        {
+            "op": "upsert", "key": "DA-2", "version": "v1",
+            "changedAt": "2026-01-02T03:04:05.678Z", "record": {},
+        },
+        {
+            "op": "delete", "key": "DA-3", "version": "v2",
+            "changedAt": "2026-01-03T03:04:05.678Z", "record": None,
+        },
+    ]  # fmt: skip
+    assert all(list(json.loads(line)) == ["op", "key", "version", "changedAt", "record"]
+               for line in written)  # fmt: skip

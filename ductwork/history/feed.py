@@ -17,6 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import duckdb
 
@@ -73,16 +74,25 @@ class Change:
     def json_bytes(self) -> bytes:
         """The entry as the feed writes it: ``op``, ``key``, ``version``, ``changedAt``, then
         the record as stored (``null`` for a delete)."""
-        head = dumps(
-            {
-                "op": self.op,
-                "key": self.key,
-                "version": self.version,
-                "changedAt": format_datetime(self.changed_at),
-            }
-        )
         record = b"null" if self.record is None else self.record.encode()
-        return head[:-1] + b',"record":' + record + b"}"
+        return (
+            b'{"op":'
+            + dumps(self.op)
+            + b',"key":'
+            + dumps(self.key)
+            + _publish_members(self.version, self.changed_at)
+            + record
+            + b"}"
+        )
+
+
+@lru_cache(maxsize=256)
+def _publish_members(version: str, changed_at: datetime) -> bytes:
+    """An entry's ``version`` and ``changedAt`` members and the ``record`` member's name: the
+    same for every entry a publish changed, so written once per publish rather than per
+    entry (formatting the time took about half of a page's serialisation)."""
+    members = dumps({"version": version, "changedAt": format_datetime(changed_at)})
+    return b"," + members[1:-1] + b',"record":'
 
 
 @dataclass(frozen=True)
