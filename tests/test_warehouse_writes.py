@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -19,8 +20,8 @@ from assets.resources import Warehouse, open_warehouse
 from ductwork.streams.crm import LEAD_DETAIL_RECORD
 from ductwork.streams.registry import DIGITAL_ASSETS, LEADS
 from ductwork.sync.context import SyncContext
-from ductwork.sync.updated_after import Walker
-from ductwork.upstream.digital_asset_walk import PageWalkProgress
+from ductwork.sync.updated_after import HeldPage, Walker
+from ductwork.upstream.digital_asset_walk import PageWalkProgress, key_of
 from ductwork.upstream.schema_drift import DriftTally
 from warehouse_sql import stream_section
 
@@ -178,6 +179,39 @@ def test_a_page_walk_that_listed_an_asset_twice_still_saw_every_asset_once(
 
 def asset(asset_id: str, updated: str, title: str) -> dict[str, str]:
     return {"assetId": asset_id, "title": title, "updatedAt": updated}
+
+
+def _held_page(walker: Walker, records: list[dict[str, str]], pages_done: int) -> HeldPage:
+    rows = walker.rows(records) if records else None
+    listed = [record["assetId"] for record in records]
+    return HeldPage(rows, [key_of(r) for r in records], listed, PageWalkProgress(None, pages_done))
+
+
+def test_held_pages_that_list_an_asset_twice_store_its_latest_copy_once(tmp_path: Path) -> None:
+    """Pages are held as rows, not records: the batch keeps, per asset, the row of its
+    greatest (updatedAt, assetId), the later page's on a tie; a page with no fresh record
+    holds no rows. Rows are stamped when stored, not when their page arrived."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    march, april = (f"2025-{m}-01T00:00:00.000Z" for m in ("03", "04"))
+    with open_warehouse(resource) as con:
+        walker = _walker(con)
+        pages = [
+            _held_page(walker, [asset("DA-1", april, "newer"), asset("DA-2", march, "a")], 1),
+            _held_page(walker, [], 2),
+            _held_page(walker, [asset("DA-1", march, "older"), asset("DA-2", march, "b")], 3),
+        ]
+        built = datetime.now(UTC)
+        walker.upsert_pages(pages)
+        stored = con.execute("SELECT asset_id, title FROM digital_assets ORDER BY 1").fetchall()
+        stamps = con.execute("SELECT min(synced_at) FROM digital_assets").fetchall()[0][0]
+        versions = con.execute("SELECT count(*) FROM digital_asset_history").fetchall()[0][0]
+        listed = con.execute("SELECT DISTINCT asset_id FROM digital_asset_walk_ids ORDER BY 1")
+        listed_ids = [row[0] for row in listed.fetchall()]
+
+    assert stored == [("DA-1", "newer"), ("DA-2", "b")]
+    assert stamps >= built
+    assert versions == 2
+    assert listed_ids == ["DA-1", "DA-2"]
 
 
 def test_a_batch_mixing_new_and_stored_assets_replaces_and_versions_only_the_stored_ones(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -17,19 +17,45 @@ from ductwork.sync.context import StepResult, SyncContext, fetch, fetch_and_stor
 from ductwork.upstream.bounded_map import map_bounded
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
-from ductwork.warehouse.columns import Columns
-from ductwork.warehouse.loading import Record
+from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
+from ductwork.warehouse.loading import Record, stamped
 from warehouse_sql import stream_section
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Details committed per transaction: each commit also versions history and trims the queue, a
 # fixed cost per commit, so larger batches cost far less per record.
 BATCH = 10_000
+# Details fetched, then turned into rows, at a time: a batch is held as rows while the one
+# before it is stored, not as parsed records, which take several times the memory.
+CHUNK = 1_000
 # A detail as fetched: the id it was requested by, and the answer (None: a 404).
 FetchedDetail = tuple[str, Record | None]
 # Typed columns of a detail, keyed by the id it was requested by.
 DetailRow = Callable[[str, Record], dict[str, Any]]
 NOT_FOUND_COLUMNS = Columns(("id", "string"), ("found", "bool"), ("synced_at", "timestamp"))
 ID_COLUMNS = Columns(("id", "string"))
+
+
+@dataclass(frozen=True)
+class DetailRows:
+    """Fetched details as the store writes them: the rows of those found (their sync time
+    still unset), the ids answered 404, and every id asked, in order."""
+
+    found: pa.Table
+    missing: list[str]
+    asked: list[str]
+
+    @classmethod
+    def joined(cls, parts: list[DetailRows]) -> DetailRows:
+        """The parts as one."""
+        pa = pyarrow_without_pandas()
+        return cls(
+            pa.concat_tables([part.found for part in parts]),
+            [record_id for part in parts for record_id in part.missing],
+            [record_id for part in parts for record_id in part.asked],
+        )
 
 
 @dataclass(frozen=True)
@@ -78,8 +104,8 @@ class DetailQueue:
         async def drain(client: UpstreamClient) -> int:
             await fetch_and_store(
                 [queued[i : i + BATCH] for i in range(0, len(queued), BATCH)],
-                lambda ids: self.fetch(client, ids),
-                lambda details: self.store(con, details, drift),
+                lambda ids: self.fetch_rows(client, ids, drift),
+                lambda rows: self.write(con, rows),
             )
             return len(queued)
 
@@ -104,32 +130,52 @@ class DetailQueue:
 
         return await map_bounded(one, ids, self.workers_per_slot * client.concurrency)
 
+    async def fetch_rows(
+        self, client: UpstreamClient, ids: list[str], drift: DriftTally
+    ) -> DetailRows:
+        """Fetch details ``CHUNK`` at a time, each chunk turned into rows (its drift counted)
+        as soon as it is complete."""
+        parts = []
+        for start in range(0, len(ids), CHUNK):
+            parts.append(self.rows(await self.fetch(client, ids[start : start + CHUNK]), drift))
+        return DetailRows.joined(parts)
+
+    def rows(self, details: list[FetchedDetail], drift: DriftTally) -> DetailRows:
+        """The rows of fetched details, counting the drift of those found."""
+        found = [(record_id, detail) for record_id, detail in details if detail is not None]
+        drift.count([detail for _, detail in found])
+        table = self.columns.table(
+            [
+                {**self.row(record_id, detail), "record": dumps(detail).decode()}
+                for record_id, detail in found
+            ]
+        )
+        missing = [record_id for record_id, detail in details if detail is None]
+        return DetailRows(table, missing, [record_id for record_id, _ in details])
+
     def store(
         self, con: duckdb.DuckDBPyConnection, details: list[FetchedDetail], drift: DriftTally
     ) -> None:
         """Upsert details under the ids they were requested by, version their history and
         take them off the queue, in one transaction."""
-        found = [(record_id, detail) for record_id, detail in details if detail is not None]
-        drift.count([detail for _, detail in found])
+        self.write(con, self.rows(details, drift))
+
+    def write(self, con: duckdb.DuckDBPyConnection, rows: DetailRows) -> None:
+        """Upsert the rows of fetched details, version their history and take their ids off
+        the queue, in one transaction; every row is stamped with this moment."""
         now = datetime.now(UTC)
-        table = self.columns.table(
-            [
-                {**self.row(record_id, detail), "record": dumps(detail).decode(), "synced_at": now}
-                for record_id, detail in found
-            ]
-        )
-        missing = [record_id for record_id, detail in details if detail is None]
+        found = stamped(rows.found, now)
         placeholders = NOT_FOUND_COLUMNS.table(
-            [{"id": i, "found": False, "synced_at": now} for i in missing]
+            [{"id": i, "found": False, "synced_at": now} for i in rows.missing]
         )
         con.execute("BEGIN TRANSACTION")
         try:
-            for batch in (table, placeholders):
+            for batch in (found, placeholders):
                 if batch.num_rows:
                     con.register("incoming_rows", batch)
                     con.execute(self.statement("details_upsert"))
                     con.unregister("incoming_rows")
-            ids = ID_COLUMNS.table([{"id": record_id} for record_id, _ in details])
+            ids = ID_COLUMNS.table([{"id": record_id} for record_id in rows.asked])
             con.register("incoming_rows", ids)
             con.execute(self.statement("history_apply"))
             con.execute(self.statement("dequeue"))

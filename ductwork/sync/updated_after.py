@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ductwork.streams.model import Step
 from ductwork.sync.context import (
@@ -34,7 +35,7 @@ from ductwork.upstream.digital_asset_walk import (
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.upstream.timestamps import canonical_or_received
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
-from ductwork.warehouse.loading import Record, RowOf, rows_table
+from ductwork.warehouse.loading import Record, RowOf, rows_table, stamped
 from ductwork.warehouse.sync_state import (
     PAGE_WALK,
     clear_state,
@@ -44,13 +45,29 @@ from ductwork.warehouse.sync_state import (
 )
 from warehouse_sql import stream_section
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 # A page walk commits its pages this many listed records at a time: each transaction pays for
 # a history apply and a commit whatever its size (bench/RESULTS.md has the figures).
 RECORDS_PER_COMMIT = 10_000
 RESUME_MEMBERS = ("updatedAt", "assetId")
-# A page-walk page held for commit: its fresh records, the ids it listed, the walk's progress
-# as of that page.
-HeldPage = tuple[list[Record], list[str], PageWalkProgress]
+
+
+@dataclass(frozen=True)
+class HeldPage:
+    """A page-walk page held for commit: its fresh records already as rows, each row's key,
+    the ids the page listed, and the walk's progress as of that page.
+
+    Rows rather than the parsed records: a record as Python objects takes several times the
+    memory of its row in Arrow, and a batch is held while the one before it is stored. A page
+    without fresh records builds no table, so a run with nothing new loads no pyarrow.
+    """
+
+    rows: pa.Table | None  # None: no fresh record
+    keys: list[Key]
+    listed: list[str]
+    progress: PageWalkProgress
 
 
 @dataclass(frozen=True)
@@ -133,7 +150,9 @@ class Walker:
             records: list[Record], listed: list[str], walked: PageWalkProgress
         ) -> None:
             drift.count(records)
-            await held.add((records, listed, walked.copy()), len(listed))
+            rows = self.rows(records) if records else None
+            page = HeldPage(rows, [key_of(r) for r in records], listed, walked.copy())
+            await held.add(page, len(listed))
 
         # Pages read before a failure are committed too: a rerun resumes after them.
         async with PendingPages(self.upsert_pages, RECORDS_PER_COMMIT) as held:
@@ -164,27 +183,46 @@ class Walker:
         repair.pages += report.pages
         return repair, "keyset", resumed_after
 
-    def upsert(
+    def rows(self, records: list[Record]) -> pa.Table:
+        """The rows of ``records``, as the upsert statement reads them."""
+        return rows_table(records, self.reader.row, self.reader.columns)
+
+    def upsert(self, records: list[Record], resume_at: Key | None) -> None:
+        """Upsert a batch and version its history, in one transaction with the resume point
+        (a keyset walk's). A batch may list a record twice; its latest copy is kept."""
+        newest: dict[str, Record] = {}
+        member = self.reader.id_member
+        for record in records:
+            seen = newest.get(str(record[member]))
+            if seen is None or key_of(record) >= key_of(seen):
+                newest[str(record[member])] = record
+        self.write(self.rows(list(newest.values())), resume_at)
+
+    def upsert_pages(self, pages: list[HeldPage]) -> None:
+        """Upsert held page-walk pages with the progress of the last and the ids they listed,
+        in one transaction. A record on two of the pages is kept in its latest copy."""
+        self.write(
+            _latest_rows(pages),
+            None,
+            pages[-1].progress,
+            [record_id for page in pages for record_id in page.listed],
+        )
+
+    def write(
         self,
-        records: list[Record],
+        rows: pa.Table | None,
         resume_at: Key | None,
         progress: PageWalkProgress | None = None,
         listed: list[str] | None = None,
     ) -> None:
-        """Upsert a batch and version its history, in one transaction with what it advances:
-        the resume point (a keyset walk) or a page walk's progress and the ids it ``listed``."""
-        newest: dict[str, Record] = {}
-        member = self.reader.id_member
-        for record in records:  # a batch may list a record twice; keep its latest copy
-            seen = newest.get(str(record[member]))
-            if seen is None or key_of(record) >= key_of(seen):
-                newest[str(record[member])] = record
+        """Upsert ``rows`` (one per record) and version their history, in one transaction with
+        what they advance: the resume point (a keyset walk) or a page walk's progress and the
+        ids it ``listed``."""
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            if newest:
-                table = rows_table(newest.values(), self.reader.row, self.reader.columns)
-                con.register("incoming_rows", table)
+            if rows is not None and rows.num_rows:
+                con.register("incoming_rows", stamped(rows))
                 try:
                     con.execute(self.statement("upsert"))
                     con.execute(self.statement("history_apply"))
@@ -193,21 +231,12 @@ class Walker:
             if resume_at is not None:
                 self.write_resume_point(resume_at)
             if progress is not None:
-                # A list parameter, not an Arrow table: a page with no fresh record (every page
-                # of a run with nothing new) then builds no Arrow array, whose first use in a
-                # process imports pandas.
                 con.execute(self.statement("walk_ids_add"), [listed or []])
                 write_state(con, self.asset + PAGE_WALK, progress.as_json())
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-
-    def upsert_pages(self, pages: list[HeldPage]) -> None:
-        """Upsert held page-walk pages with the progress of the last, in one transaction."""
-        records = [record for fresh, _, _ in pages for record in fresh]
-        listed = [record_id for _, ids, _ in pages for record_id in ids]
-        self.upsert(records, None, pages[-1][2], listed)
 
     def write_resume_point(self, resume_at: Key) -> None:
         write_state(self.con, self.asset, dict(zip(RESUME_MEMBERS, resume_at, strict=True)))
@@ -275,3 +304,26 @@ class Walker:
         finally:
             con.unregister("listed_ids")
         return rows[0][0] if rows else 0
+
+
+def _latest_rows(pages: list[HeldPage]) -> pa.Table | None:
+    """The pages' rows, one per record (None: no page has any): a record on more than one
+    page (its updatedAt moved while the walk went on) keeps the row of its greatest key, the
+    later page's on a tie."""
+    pages = [page for page in pages if page.rows is not None]
+    if not pages:
+        return None
+    pa = pyarrow_without_pandas()
+    newest: dict[str, tuple[Key, int, int]] = {}
+    for page_number, page in enumerate(pages):
+        for row_number, key in enumerate(page.keys):
+            seen = newest.get(key[1])
+            if seen is None or key >= seen[0]:
+                newest[key[1]] = (key, page_number, row_number)
+    tables = [page.rows for page in pages if page.rows is not None]
+    if len(newest) < sum(table.num_rows for table in tables):
+        keep = [[False] * table.num_rows for table in tables]
+        for _, page_number, row_number in newest.values():
+            keep[page_number][row_number] = True
+        tables = [table.filter(pa.array(mask)) for table, mask in zip(tables, keep, strict=True)]
+    return pa.concat_tables(tables)

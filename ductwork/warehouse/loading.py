@@ -15,7 +15,7 @@ from ductwork.contract.encoding import dumps, parse_received_datetime
 from ductwork.settings import SyncSettings, load
 from ductwork.streams.model import Table
 from ductwork.upstream.schema_drift import RecordShape
-from ductwork.warehouse.columns import Columns
+from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.schema import schema_sql
 from ductwork.warehouse.sync_state import CONTENT, DRIFT, read_state, write_state
 from warehouse_sql import fill, section
@@ -69,6 +69,16 @@ def rows_table(
             row["synced_at"] = moment
         rows.append(row)
     return columns.table(rows)
+
+
+def stamped(rows: pa.Table, moment: datetime | None = None) -> pa.Table:
+    """``rows`` with every ``synced_at`` set to ``moment`` (default: now): rows built as their
+    records arrived are stamped when they are stored."""
+    pa = pyarrow_without_pandas()
+    when = rows.schema.get_field_index("synced_at")
+    field = rows.schema.field(when)
+    moment = moment or datetime.now(UTC)
+    return rows.set_column(when, field, pa.array([moment] * rows.num_rows, field.type))
 
 
 @dataclass(frozen=True)
