@@ -143,7 +143,7 @@ def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_
         _store_leads(con, [lead("L0", "2018-01-01T00:00:00.000Z")], None)  # outside the batch
         _store_leads(con, [*leads, undated], None)
         details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3)] + [("L4", None)]
-        DETAILS.store(con, details, DriftTally(LEAD_DETAIL_RECORD))
+        DETAILS.write(con, DETAILS.rows(details, DriftTally(LEAD_DETAIL_RECORD)))
         current = con.execute(
             "SELECT id, detail_found, detail_status FROM lead_history WHERE is_current ORDER BY id"
         ).fetchall()

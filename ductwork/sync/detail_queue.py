@@ -153,13 +153,6 @@ class DetailQueue:
         missing = [record_id for record_id, detail in details if detail is None]
         return DetailRows(table, missing, [record_id for record_id, _ in details])
 
-    def store(
-        self, con: duckdb.DuckDBPyConnection, details: list[FetchedDetail], drift: DriftTally
-    ) -> None:
-        """Upsert details under the ids they were requested by, version their history and
-        take them off the queue, in one transaction."""
-        self.write(con, self.rows(details, drift))
-
     def write(self, con: duckdb.DuckDBPyConnection, rows: DetailRows) -> None:
         """Upsert the rows of fetched details, version their history and take their ids off
         the queue, in one transaction; every row is stamped with this moment."""
