@@ -21,7 +21,7 @@ from ductwork import snapshot_guard, snapshots
 from ductwork.history import feed
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
 from ductwork.streams.model import Stream
-from ductwork.streams.registry import CONTRACTORS, DIGITAL_ASSETS, LEADS, PAIRINGS
+from ductwork.streams.registry import CONTRACTORS, DIGITAL_ASSETS, LEADS, PAIRINGS, STREAMS
 from ductwork.warehouse.schema import schema_sql
 from warehouse_sql import fill, section, stream_section
 
@@ -373,6 +373,8 @@ def test_the_feed_reads_its_publish_s_records_by_row_exactly_as_the_as_of_macro_
         (DIGITAL_ASSETS, [f"DA-{i}" for i in range(14)]),
         (LEADS, [f"L{i}" for i in range(14)]),
     ]
+    with_section = [s for s in STREAMS if stream_section(s.sql, "feed_records_now")]
+    assert [stream for stream, _ in asked] == with_section  # every such stream is checked
     for stream, keys in asked:
         with duckdb.connect(str(snapshot.path), read_only=True) as con:
             quick = stream_section(stream.sql, "feed_records_now")

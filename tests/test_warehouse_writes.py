@@ -21,7 +21,7 @@ from ductwork.streams.crm import LEAD_DETAIL_RECORD
 from ductwork.streams.registry import DIGITAL_ASSETS, LEADS
 from ductwork.sync.context import SyncContext
 from ductwork.sync.updated_after import HeldPage, Walker
-from ductwork.upstream.digital_asset_walk import PageWalkProgress, key_of
+from ductwork.upstream.digital_asset_walk import PageWalkProgress
 from ductwork.upstream.schema_drift import DriftTally
 from warehouse_sql import stream_section
 
@@ -182,9 +182,8 @@ def asset(asset_id: str, updated: str, title: str) -> dict[str, str]:
 
 
 def _held_page(walker: Walker, records: list[dict[str, str]], pages_done: int) -> HeldPage:
-    rows = walker.rows(records) if records else None
     listed = [record["assetId"] for record in records]
-    return HeldPage(rows, [key_of(r) for r in records], listed, PageWalkProgress(None, pages_done))
+    return walker.hold(records, listed, PageWalkProgress(None, pages_done))
 
 
 def test_held_pages_that_list_an_asset_twice_store_its_latest_copy_once(tmp_path: Path) -> None:

@@ -80,7 +80,6 @@ class UpdatedAfter:
     row: RowOf
     columns: Columns
     shape: RecordShape
-    id_member: str = "assetId"
     options: frozenset[str] = frozenset({"mode", "reset"})
     resumable: bool = True
     guards: frozenset[str] = frozenset({"complete_against_upstream"})
@@ -150,9 +149,7 @@ class Walker:
             records: list[Record], listed: list[str], walked: PageWalkProgress
         ) -> None:
             drift.count(records)
-            rows = self.rows(records) if records else None
-            page = HeldPage(rows, [key_of(r) for r in records], listed, walked.copy())
-            await held.add(page, len(listed))
+            await held.add(self.hold(records, listed, walked.copy()), len(listed))
 
         # Pages read before a failure are committed too: a rerun resumes after them.
         async with PendingPages(self.upsert_pages, RECORDS_PER_COMMIT) as held:
@@ -187,22 +184,25 @@ class Walker:
         """The rows of ``records``, as the upsert statement reads them."""
         return rows_table(records, self.reader.row, self.reader.columns)
 
+    def hold(
+        self, records: list[Record], listed: list[str], progress: PageWalkProgress
+    ) -> HeldPage:
+        """A page-walk page as held for commit: ``records`` (the page's fresh ones) as rows,
+        the ids the page ``listed``, and the walk's ``progress`` as of that page."""
+        rows = self.rows(records) if records else None
+        return HeldPage(rows, [key_of(record) for record in records], listed, progress)
+
     def upsert(self, records: list[Record], resume_at: Key | None) -> None:
         """Upsert a batch and version its history, in one transaction with the resume point
         (a keyset walk's). A batch may list a record twice; its latest copy is kept."""
-        newest: dict[str, Record] = {}
-        member = self.reader.id_member
-        for record in records:
-            seen = newest.get(str(record[member]))
-            if seen is None or key_of(record) >= key_of(seen):
-                newest[str(record[member])] = record
-        self.write(self.rows(list(newest.values())), resume_at)
+        batch = [(self.rows(records), [key_of(record) for record in records])] if records else []
+        self.write(_latest_rows(batch), resume_at)
 
     def upsert_pages(self, pages: list[HeldPage]) -> None:
         """Upsert held page-walk pages with the progress of the last and the ids they listed,
         in one transaction. A record on two of the pages is kept in its latest copy."""
         self.write(
-            _latest_rows(pages),
+            _latest_rows([(page.rows, page.keys) for page in pages if page.rows is not None]),
             None,
             pages[-1].progress,
             [record_id for page in pages for record_id in page.listed],
@@ -306,24 +306,23 @@ class Walker:
         return rows[0][0] if rows else 0
 
 
-def _latest_rows(pages: list[HeldPage]) -> pa.Table | None:
-    """The pages' rows, one per record (None: no page has any): a record on more than one
-    page (its updatedAt moved while the walk went on) keeps the row of its greatest key, the
-    later page's on a tie."""
-    pages = [page for page in pages if page.rows is not None]
-    if not pages:
+def _latest_rows(batches: list[tuple[pa.Table, list[Key]]]) -> pa.Table | None:
+    """The batches' rows (each with its rows' keys), one per record (None: no batch): a
+    record listed more than once (its updatedAt moved while the walk went on) keeps the row of
+    its greatest key, the later one on a tie."""
+    if not batches:
         return None
     pa = pyarrow_without_pandas()
     newest: dict[str, tuple[Key, int, int]] = {}
-    for page_number, page in enumerate(pages):
-        for row_number, key in enumerate(page.keys):
+    for batch_number, (_, keys) in enumerate(batches):
+        for row_number, key in enumerate(keys):
             seen = newest.get(key[1])
             if seen is None or key >= seen[0]:
-                newest[key[1]] = (key, page_number, row_number)
-    tables = [page.rows for page in pages if page.rows is not None]
+                newest[key[1]] = (key, batch_number, row_number)
+    tables = [rows for rows, _ in batches]
     if len(newest) < sum(table.num_rows for table in tables):
         keep = [[False] * table.num_rows for table in tables]
-        for _, page_number, row_number in newest.values():
-            keep[page_number][row_number] = True
+        for _, batch_number, row_number in newest.values():
+            keep[batch_number][row_number] = True
         tables = [table.filter(pa.array(mask)) for table, mask in zip(tables, keep, strict=True)]
     return pa.concat_tables(tables)
