@@ -148,12 +148,18 @@ def unchanged_tables(before: str | None, after: str) -> set[str]:
     """The tables whose content is the same in two content fingerprints (``before`` None: no
     table). Under another release of the publishing SQL none is: what a publish makes of a
     table may differ."""
-    if before is None:
+    if before is None or not same_release(before, after):
         return set()
     old, new = _fingerprint_parts(before), _fingerprint_parts(after)
-    if old.get(RELEASE) != new.get(RELEASE):
-        return set()
     return {table for table, part in new.items() if table != RELEASE and old.get(table) == part}
+
+
+def same_release(before: str | None, after: str) -> bool:
+    """Whether two content fingerprints were taken by the same release of the publishing SQL
+    (``before`` None: no)."""
+    if before is None:
+        return False
+    return _fingerprint_parts(before).get(RELEASE) == _fingerprint_parts(after).get(RELEASE)
 
 
 def _fingerprint_parts(fingerprint: str) -> dict[str, str]:
@@ -185,7 +191,7 @@ def publish(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
             )
     fingerprint = content_fingerprint(warehouse) + release
-    live_fingerprint = _fingerprint_of(live) if live is not None else None
+    live_fingerprint, live_catalog = _published_facts(live) if live is not None else (None, None)
     if live is not None and live_fingerprint == fingerprint:
         # Written since the stamp, yet the same content: stamp the file as the log's
         # checkpoint leaves it, so the next run that writes nothing is vouched for. Should the
@@ -211,7 +217,10 @@ def publish(
             unchanged=unchanged_tables(live_fingerprint, fingerprint),
         )
         try:
-            _copy_into(warehouse, database, staging, version, fingerprint)
+            # The current snapshot's catalog, when this release published it, is what a
+            # publish makes: the copy is checked against it before building that catalog anew.
+            published = live_catalog if same_release(live_fingerprint, fingerprint) else None
+            _copy_into(warehouse, database, staging, version, fingerprint, published)
             file_modes.fsync(staging)
             snapshot_guard.write_checksum(staging, beside=final)
         except BaseException:
@@ -269,15 +278,17 @@ def _publishing(snapshots_dir: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor drops its lock
 
 
-def _fingerprint_of(snapshot: Snapshot) -> str | None:
-    """The content fingerprint recorded in a snapshot (None for one published without it)."""
+def _published_facts(snapshot: Snapshot) -> tuple[str | None, snapshot_guard.Catalog | None]:
+    """The content fingerprint recorded in a snapshot (None for one published without it) and
+    its catalog (None when the file cannot be read)."""
     try:
         # As readers open it: a process opens one file with one configuration only.
         with snapshot_guard.open_locked(snapshot.path) as con:
             found = con.execute(read_sql("snapshot_fingerprint")).fetchall()
+            catalog = snapshot_guard.catalog_of(con)
     except duckdb.Error:
-        return None
-    return found[0][0] if found else None
+        return None, None
+    return (found[0][0] if found else None), catalog
 
 
 def _copy_into(
@@ -286,8 +297,10 @@ def _copy_into(
     staging: Path,
     version: str,
     fingerprint: str,
+    published: snapshot_guard.Catalog | None = None,
 ) -> None:
-    """Copy the warehouse file into ``staging``, then add the serving tables to the copy.
+    """Copy the warehouse file into ``staging``, then add the serving tables to the copy;
+    ``published``: the catalog of a snapshot this release published (see ``drop_strays``).
 
     A checkpoint first writes every committed change into the warehouse file itself; the file
     is then copied as bytes, which is several times faster than ``COPY FROM DATABASE`` (that
@@ -315,9 +328,9 @@ def _copy_into(
         try:
             # Readers refuse a snapshot holding anything a publish does not make: what the
             # warehouse holds beyond that (a removed stream's tables) stays out of the copy.
-            snapshot_guard.drop_strays(warehouse)
+            snapshot_guard.drop_strays(warehouse, published)
             add_snapshot_extras(warehouse, version, fingerprint)
-            snapshot_guard.check_catalog(warehouse, staging.name)
+            snapshot_guard.check_catalog(warehouse, staging.name, published)
         finally:
             warehouse.execute(f"USE {quote_identifier(database.name)}")
         warehouse.execute("CHECKPOINT snapshot_target")

@@ -308,11 +308,17 @@ def test_the_past_is_rebuilt_on_a_connection_that_reaches_no_file_but_its_own(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("first_publish", [True, False], ids=["first", "after-one-of-its-release"])
 def test_a_table_added_to_the_warehouse_by_hand_stays_out_of_the_snapshot(
-    tmp_path: Path,
+    tmp_path: Path, first_publish: bool
 ) -> None:
+    """Whether or not a snapshot of this release is current (a publisher then checks its copy
+    against that snapshot's catalog first), what no publish makes stays out."""
     mirror = Mirror(tmp_path)
     mirror.put(1, '{"relationshipId":1}')
+    if not first_publish:
+        mirror.publish()
+        mirror.put(2, '{"relationshipId":2}')
     mirror.con.execute("CREATE TABLE scratch AS SELECT 42 AS answer")
     mirror.con.execute("CREATE VIEW scratch_view AS SELECT * FROM scratch")
 
@@ -323,6 +329,21 @@ def test_a_table_added_to_the_warehouse_by_hand_stays_out_of_the_snapshot(
         names = {row[0] for row in con.execute("SELECT name FROM (SHOW ALL TABLES)").fetchall()}
     assert "pairings" in names and not {"scratch", "scratch_view"} & names
     assert mirror.con.execute("SELECT answer FROM scratch").fetchall() == [(42,)]
+
+
+def test_a_catalog_passes_the_publisher_s_shortcut_only_when_it_equals_the_published_one() -> None:
+    """``published`` spares the publisher the expected catalog only for an exact match: a
+    database with anything else is checked in full, and a reader passes no ``published``."""
+    with duckdb.connect() as con:
+        con.execute("CREATE VIEW stray AS SELECT 1 AS one")
+        found = snapshot_guard.catalog_of(con)
+        snapshot_guard.check_catalog(con, "copy", published=found)
+        assert snapshot_guard.drop_strays(con, published=found) == []
+
+        for published in (None, {}, {**found, ("view", "main", "other"): "SELECT 2"}):
+            with pytest.raises(snapshot_guard.SnapshotRefused, match="no publish makes"):
+                snapshot_guard.check_catalog(con, "copy", published=published)
+        assert snapshot_guard.drop_strays(con, published={}) == ["main.stray"]
 
 
 def test_a_warehouse_whose_feed_state_has_the_old_primary_key_loses_it_and_keeps_its_history(

@@ -129,13 +129,13 @@ COMMENT ON COLUMN digital_assets_by_sku_type.last_updated_at IS 'Newest updatedA
 -- Upsert a batch of digital assets (registered as `incoming_rows`, one row per asset); an older
 -- copy of an asset never overwrites a newer one, and a listed asset is no longer deleted. The
 -- copies applied are kept in the temp table `applied_assets` for
--- digital_asset_history_apply.sql, which runs next in the same transaction and drops it.
+-- the history_apply section, which runs next in the same transaction and drops it.
 -- Only the stored ids and updatedAt are read here, never the stored records: comparing whole
 -- stored rows read every record once per batch, which grew a large sync's asset step with the
 -- square of its size.
 -- `was_stored` marks the assets that had a stored copy: only those have a row to replace or
 -- history to close, since rows of both tables are added only by this upsert and
--- digital_asset_history_apply.sql, in one transaction, and an asset's row is never removed but
+-- the history_apply section, in one transaction, and an asset's row is never removed but
 -- here. A batch of assets new to the mirror, as every batch of a full sync is, then leaves both
 -- tables unread instead of scanning them whole.
 CREATE OR REPLACE TEMP TABLE applied_assets AS
