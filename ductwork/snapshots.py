@@ -32,9 +32,9 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes, snapshot_guard
-from ductwork.history.recording import as_of_macro, record_publish
+from ductwork.history.recording import as_of_macro, kept_tables, record_publish
 from ductwork.streams.registry import STREAMS, numbered_lists
-from ductwork.warehouse.schema import add_snapshot_extras, snapshot_sql
+from ductwork.warehouse.schema import add_snapshot_extras, schema_sql, snapshot_sql
 from ductwork.warehouse_stamp import (
     STAMP,
     WarehouseStamp,
@@ -129,17 +129,24 @@ def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def _release_digest() -> str:
-    """A digest of the SQL a publish runs beyond the warehouse's tables.
+    """A digest of what decides a snapshot's catalog: the SQL a publish runs beyond the
+    warehouse's tables, the tables' own DDL, the tables whose rows are versioned, and the
+    DuckDB release that prints it all.
 
     What publishing adds (serving tables, comments, views, the history's macros and each
     stream's feed) is part of a snapshot too: a new release of that SQL must publish anew even
-    when the data has not changed."""
+    when the data has not changed. And a publisher takes the catalog of a snapshot of the same
+    release as what a publish makes (``snapshot_guard.check_catalog``): a release that drops a
+    table must not pass for the one that made it."""
     publishing_sql = (
         snapshot_sql()
         + read_sql("snapshot_info")
         + read_sql("snapshot_info_comments")
         + read_sql("history")
         + "".join(as_of_macro(stream.sql) for stream in STREAMS)
+        + schema_sql()
+        + repr([(table.name, table.key) for table in kept_tables()])
+        + duckdb.__version__
     )
     return hashlib.blake2b(publishing_sql.encode(), digest_size=8).hexdigest()
 
