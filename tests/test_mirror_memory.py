@@ -40,6 +40,11 @@ from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
 from tests.helpers.sync import mutate
 
+# The module's shared fixture (two whole syncs, a server walking every feed, and every upstream
+# record read twice) is charged to its first test: more than the suite's 300 s on a slow
+# machine, though still bounded.
+pytestmark = pytest.mark.timeout(900)
+
 CHANGES = "/_ductwork/v1/changes/"
 CHANGED = {
     "assets_updated": 25, "assets_deleted": 10, "assets_added": 15,
