@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ductwork import snapshot_guard, snapshots, sync_times
 from ductwork.history.feed import Publish, mirror_id, publishes
+from ductwork.history.walks import WalkListings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
@@ -57,6 +58,8 @@ class ServingState:
     mirror: str = ""
     # When each record held in memory was first served as it is.
     times: RecordTimes = field(default_factory=RecordTimes)
+    # The changes feed's walks read from this snapshot, each listing whole for its next pages.
+    walks: WalkListings = field(default_factory=WalkListings)
 
     def close(self) -> None:
         """Close the snapshot's connection and let the snapshot go (no request may be using
@@ -115,7 +118,9 @@ def _load_lists(
         table, base = stream.numbered_list
         by_cursor = stream.serving == Serving.CURSOR_LIST
         record_file = None if by_cursor else snapshot.path
-        lists[stream.name] = load_list(reader, table, base, by_cursor, cache_bytes, record_file)
+        lists[stream.name] = load_list(
+            reader, table, base, by_cursor, cache_bytes, record_file, stream.feed_key_column
+        )
     return lists
 
 

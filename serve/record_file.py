@@ -61,6 +61,14 @@ class RecordFile:
         base = len(MAGIC)
         return self._mapped[base + int(self._offsets[start]) : base + int(self._offsets[end]) - 1]
 
+    def records_at(self, indexes: list[int]) -> list[bytes]:
+        """Records ``indexes``, each alone without its comma."""
+        at = np.asarray(indexes, dtype=np.int64)
+        starts = (self._offsets[at] + len(MAGIC)).tolist()
+        ends = (self._offsets[at + 1] + (len(MAGIC) - 1)).tolist()
+        mapped = self._mapped
+        return [mapped[start:end] for start, end in zip(starts, ends, strict=True)]
+
 
 def open_or_write(
     name: str, batches: Iterable[pa.Array], where: Path, siblings: Collection[str] = ()

@@ -22,6 +22,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ductwork.arrow_strings import StringSequence
 from ductwork.history.feed import Publish, records_since
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import served_as
@@ -34,19 +35,6 @@ HELD = tuple(s.name for kind in (Serving.CATALOG, Serving.LOOKUP) for s in serve
 SEARCHED = tuple(s.name for s in served_as(Serving.CURSOR_LIST))
 
 
-class _Sorted:
-    """An Arrow string array seen as a sequence of ``str``, for ``bisect``."""
-
-    def __init__(self, keys: pa.Array) -> None:
-        self.keys = keys
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def __getitem__(self, index: int) -> str:
-        return self.keys[index].as_py()
-
-
 @dataclass(frozen=True)
 class SortedSince:
     """A stream's keys in binary order with the publish since which each record is as it is."""
@@ -56,7 +44,7 @@ class SortedSince:
 
     def get(self, key: str) -> int | None:
         """The publish of ``key``; None when the stream has no such key."""
-        at = bisect_left(_Sorted(self.keys), key)
+        at = bisect_left(StringSequence(self.keys), key)
         if at < len(self.keys) and self.keys[at].as_py() == key:
             return int(self.since[at])
         return None

@@ -8,7 +8,8 @@ Record JSON is read from the base table a chunk of positions at a time and kept 
 least-recently-used cache: a consumer walking the pages costs one query per chunk rather than
 one per page, and a cached page is answered without leaving the event loop. The digital assets,
 paged far more, are mapped from a record file instead (``serve.record_file``): every page is
-one slice of it, whatever the cache would have held.
+one slice of it, whatever the cache would have held, and the changes feed finds their current
+records there by key (``serve.key_positions``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ductwork.snapshots import record_file_name, record_file_names
 from serve import record_file
+from serve.key_positions import KeyPositions, key_positions
 from serve.record_file import RecordFile
 from warehouse_sql import fill, section
 
@@ -120,6 +122,12 @@ class PositionedList:
     # Every record in one mapped file, when the list was loaded with one: then the cache and
     # the range query are not used.
     whole: RecordFile | None = None
+    # The query of each position's key, for a list whose records the changes feed reads from
+    # its record file: the index it gives is built at the feed's first need of it.
+    keys_sql: str | None = None
+    _by_key: KeyPositions | None = None
+    _by_key_built: bool = False
+    _by_key_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __len__(self) -> int:
         return len(self.keys_us)
@@ -176,6 +184,27 @@ class PositionedList:
             found = await run_in_threadpool(self.records, start, end)
         return found
 
+    def records_by_key(self, keys: list[str]) -> dict[str, str] | None:
+        """The records of ``keys`` that the list holds, by key, from its record file; None
+        when the list has no record file or no index of its keys (then the caller reads the
+        snapshot). A blocking call, for a worker thread."""
+        whole = self.whole
+        by_key = self._key_index() if whole is not None else None
+        if whole is None or by_key is None:
+            return None
+        found = by_key.find(keys)
+        held = [(key, at) for key, at in zip(keys, found, strict=True) if at >= 0]
+        records = whole.records_at([at for _, at in held])
+        return {key: record.decode() for (key, _), record in zip(held, records, strict=True)}
+
+    def _key_index(self) -> KeyPositions | None:
+        with self._by_key_lock:
+            if not self._by_key_built and self.keys_sql is not None:
+                table = self.reader.cursor().sql(self.keys_sql).to_arrow_table()
+                self._by_key = key_positions(table.column(0), table.column(1))
+                self._by_key_built = True
+            return self._by_key
+
     async def joined(self, start: int, end: int) -> bytes:
         """The JSON of records [start, end) joined by commas, for a request handler: a slice
         of the record file when there is one."""
@@ -195,10 +224,12 @@ def load_list(
     with_ids: bool,
     cache_bytes: int = CACHE_BYTES,
     snapshot: Path | None = None,
+    key_column: str | None = None,
 ) -> PositionedList:
     """Read the sort keys of a numbered serving table whose positions point into ``base``;
     its records are cached up to ``cache_bytes``, or, given the ``snapshot`` file read,
-    mapped from a record file."""
+    mapped from a record file, in which the changes feed finds them by ``key_column`` (a
+    column of ``base``) when given."""
     keys_query = _statement("keys_and_ids" if with_ids else "keys", table, base)
     table_arrow = reader.cursor().sql(keys_query).to_arrow_table()
     keys = table_arrow.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -206,6 +237,9 @@ def load_list(
     range_sql = _statement("records", table, base)
     listing = PositionedList(reader, range_sql, keys, ids, ChunkCache(cache_bytes))
     if snapshot is not None:
+        if key_column is not None:
+            keyed = section("positioned_lists", "keys_and_positions")
+            listing.keys_sql = fill(keyed, list=table, base=base, key=key_column)
         # Read only if no worker wrote the file yet.
         batches = _every_record(reader, _statement("records_with_commas", table, base), len(keys))
         name = record_file_name(snapshot, table)

@@ -21,3 +21,8 @@ WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos;
 SELECT b.record || ',' FROM {list} AS n JOIN {base} AS b ON b.rowid = n.row_id
 WHERE n.pos >= ? AND n.pos < ? ORDER BY n.pos;
 
+
+-- name: keys_and_positions
+-- Each position with its record's key `{key}` (a column of `{base}`), in no order: the changes
+-- feed's index of a paged list's record file (serve/key_positions.py sorts it).
+SELECT b.{key}, n.pos FROM {list} AS n JOIN {base} AS b ON b.rowid = n.row_id;

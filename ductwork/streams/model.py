@@ -182,6 +182,15 @@ class Stream:
         return (f"serving_{base}", base)
 
     @property
+    def feed_key_column(self) -> str | None:
+        """For a list paged by number, whose list records are its changes feed's current
+        records (``tests/test_feed_pages.py`` holds them equal): the base table's key column,
+        by which the read API finds a feed page's records in the list's record file."""
+        if self.serving != Serving.PAGED_LIST or len(self.steps[0].table.key) != 1:
+            return None
+        return self.steps[0].table.key[0]
+
+    @property
     def resumable(self) -> bool:
         """Whether any of its steps keeps a resume point that a reset forgets."""
         return any(step.reader.resumable for step in self.steps)

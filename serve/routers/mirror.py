@@ -124,7 +124,11 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
                 raise invalid("since", "since is a token of another stream")
         try:
             known = (list(state.publishes), state.mirror)
-            return feed.read_page(con, stream.name, stream.sql, position, size, known)
+            listing = state.lists.get(stream.name) if stream.feed_key_column else None
+            records_now = listing.records_by_key if listing is not None else None
+            return feed.read_page(
+                con, stream.name, stream.sql, position, size, known, state.walks, records_now
+            )
         except feed.HistoryGone as gone:
             raise history_unavailable(format_datetime(gone.oldest)) from None
 

@@ -1,0 +1,162 @@
+"""What a server keeps to answer the changes feed quickly gives the pages the history gives:
+a walk's listing kept whole for its later pages (``ductwork.history.walks``), and a paged list's
+current records found by key in its record file (``serve.key_positions``).
+
+The walks compare ``feed.read_page`` with and without what a server keeps, on a real synced
+snapshot and a second publish of it in which digital assets changed and others were deleted;
+the rest are unit tests of the pieces, on arrays built here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from ductwork import snapshots
+from ductwork.history import feed
+from ductwork.history.walks import Listing, WalkListings
+from ductwork.settings import HomeSettings
+from ductwork.streams.model import Serving
+from ductwork.streams.registry import DIGITAL_ASSETS, STREAMS
+from serve.key_positions import MAX_BYTES, key_positions
+from serve.live_snapshot import ServingState, load_state
+
+CHANGED, DELETED = 40, 15  # digital assets changed and deleted between the two publishes
+
+
+@pytest.fixture(scope="module")
+def two_publishes(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the synced folder with a second publish: ``CHANGED`` digital assets with a new
+    record, ``DELETED`` others marked deleted."""
+    home = tmp_path_factory.mktemp("feed") / "home"
+    shutil.copytree(synced_home, home)
+    settings = HomeSettings(home=home)
+    with duckdb.connect(str(settings.warehouse_path)) as con:
+        ids = [row[0] for row in con.execute(
+            "SELECT asset_id FROM digital_assets WHERE deleted_at IS NULL ORDER BY asset_id"
+        ).fetchall()]  # fmt: skip
+        assert len(ids) > CHANGED + DELETED
+        changed, deleted = ids[::3][:CHANGED], ids[1::3][:DELETED]
+        con.execute(
+            "UPDATE digital_assets SET record = json_object('assetId', asset_id, 'changed', true)"
+            " WHERE asset_id IN (SELECT unnest(?::VARCHAR[]))",
+            [changed],
+        )
+        con.execute(
+            "UPDATE digital_assets SET deleted_at = now() WHERE asset_id IN "
+            "(SELECT unnest(?::VARCHAR[]))",
+            [deleted],
+        )
+        snapshots.publish(con, settings.snapshots_dir, timedelta(days=90))
+    return home
+
+
+def walk_pages(
+    state: ServingState, since: int | None, limit: int, kept: bool
+) -> list[feed.FeedPage]:
+    """Every page of the digital assets' walk since publish ``since`` (None: the initial load),
+    read plainly or through what a server keeps of the snapshot."""
+    con, known = state.reader.cursor(), (list(state.publishes), state.mirror)
+    listing = state.lists[DIGITAL_ASSETS.name]
+    keeps = (state.walks, listing.records_by_key) if kept else (None, None)
+    position = feed.Position(DIGITAL_ASSETS.name, since)
+    pages = []
+    while True:
+        page = feed.read_page(
+            con, DIGITAL_ASSETS.name, DIGITAL_ASSETS.sql, position, limit, known, *keeps
+        )
+        pages.append(page)
+        if not page.has_more:
+            return pages
+        position = feed.decode_token(page.next_token, state.mirror)
+
+
+@pytest.mark.parametrize("initial_load", [True, False], ids=["initial-load", "since-first"])
+def test_a_walk_through_what_a_server_keeps_gives_the_pages_the_history_gives(
+    two_publishes: Path, initial_load: bool
+) -> None:
+    published = snapshots.current(HomeSettings(home=two_publishes).snapshots_dir)
+    assert published is not None
+    state = load_state(published)
+    try:
+        since = None if initial_load else state.publishes[0].seq
+        plain = walk_pages(state, since, 7, kept=False)
+        kept = walk_pages(state, since, 7, kept=True)
+        assert kept == plain
+        assert len(state.walks) == 1  # the later pages sliced the listing kept
+        changes = [change for page in plain for change in page.changes]
+        ops = [change.op for change in changes]
+        if initial_load:
+            assert ops.count("upsert") == len(state.lists[DIGITAL_ASSETS.name]) > 7
+        else:
+            assert (ops.count("upsert"), ops.count("delete")) == (CHANGED, DELETED)
+            upserted = [json.loads(c.record or "null") for c in changes if c.op == "upsert"]
+            assert all(record["changed"] is True for record in upserted)
+    finally:
+        state.close()
+
+
+def test_every_stream_whose_feed_reads_its_record_file_is_a_list_paged_by_number() -> None:
+    """The record file holds a paged list's records, the feed's current records of such a
+    stream (the walks above hold them equal for the digital assets): no other stream reads it."""
+    reading = [stream.name for stream in STREAMS if stream.feed_key_column is not None]
+    assert reading == [s.name for s in STREAMS if s.serving == Serving.PAGED_LIST]
+    assert DIGITAL_ASSETS.feed_key_column == "asset_id"
+
+
+KEYS = ["b", "a\u00e9", "ab", "", "zz-long-key", "a"]
+
+
+def test_key_positions_find_every_key_held_and_none_other() -> None:
+    index = key_positions(pa.array(KEYS), pa.array(range(len(KEYS)), pa.int64()))
+    assert index is not None
+    assert index.find(list(reversed(KEYS))) == list(reversed(range(len(KEYS))))
+    # a prefix, a key longer than any held (cut to the width it would equal one), a NUL
+    for asked in ["a\u00e9\u00e9", "zz-long-key-and-more", "a\0", "b\0\0", "c", "\0"]:
+        assert index.find(["b", asked]) == [0, -1], asked  # each asked beside a held key
+    assert index.find([]) == []
+
+
+def test_key_positions_are_not_kept_for_keys_with_a_nul_or_beyond_the_memory_bound() -> None:
+    positions = pa.array([0, 1], pa.int64())
+    assert key_positions(pa.array(["a", "b\0c"]), positions) is None
+    wide = "x" * (MAX_BYTES // 2 + 1)
+    assert key_positions(pa.array(["a", wide]), positions) is None
+    empty = key_positions(pa.array([], pa.string()), pa.array([], pa.int64()))
+    assert empty is not None and empty.find(["a"]) == [-1]
+
+
+def test_a_listing_slices_strictly_after_a_version_and_key_as_the_statements_compare() -> None:
+    rows = sorted((v, k) for v in (3, 5, 8) for k in ("a", "b", "b\u00e9", "c"))
+    listing = Listing(np.array([v for v, _ in rows]), pa.array([k for _, k in rows]))
+    for after in [(-1, ""), (3, "b"), (3, "c"), (5, ""), (5, "bz"), (8, "c"), (9, "")]:
+        expected = [(k, v) for v, k in rows if (v, k) > after]
+        assert listing.entries(listing.after(*after), 100) == expected
+
+
+def test_walk_listings_keep_the_most_recent_up_to_their_bound_and_never_a_larger_one() -> None:
+    def rows(count: int) -> pa.Table:
+        return pa.table({"key": [str(i) for i in range(count)], "version": [1] * count})
+
+    walks = WalkListings(max_entries=10)
+    reads: list[str] = []
+
+    def read(name: str, count: int) -> Listing:
+        def reading() -> pa.Table:
+            reads.append(name)
+            return rows(count)
+
+        return walks.get_or_read((name,), reading)
+
+    read("a", 4), read("b", 4), read("a", 4)  # the second "a" is kept
+    read("c", 4)  # 12 entries: the least recently used ("b") goes
+    read("a", 4), read("b", 4)
+    read("huge", 11), read("huge", 11)  # larger than the bound: read each time
+    assert reads == ["a", "b", "c", "b", "huge", "huge"]
