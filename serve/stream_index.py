@@ -184,7 +184,7 @@ class PositionedList:
             found = await run_in_threadpool(self.records, start, end)
         return found
 
-    def records_by_key(self, keys: list[str]) -> dict[str, str] | None:
+    def records_by_key(self, keys: list[str]) -> dict[str, bytes] | None:
         """The records of ``keys`` that the list holds, by key, from its record file; None
         when the list has no record file or no index of its keys (then the caller reads the
         snapshot). A blocking call, for a worker thread."""
@@ -195,7 +195,7 @@ class PositionedList:
         found = by_key.find(keys)
         held = [(key, at) for key, at in zip(keys, found, strict=True) if at >= 0]
         records = whole.records_at([at for _, at in held])
-        return {key: record.decode() for (key, _), record in zip(held, records, strict=True)}
+        return {key: record for (key, _), record in zip(held, records, strict=True)}
 
     def _key_index(self) -> KeyPositions | None:
         with self._by_key_lock:

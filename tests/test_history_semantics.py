@@ -96,7 +96,7 @@ def state_of(changes: list[feed.Change], start: dict[str, str] | None = None) ->
             held.pop(change.key, None)
         else:
             assert change.record is not None
-            held[change.key] = change.record
+            held[change.key] = change.record.decode()
     return held
 
 
@@ -414,12 +414,14 @@ def test_a_feed_entry_writes_its_members_in_order_its_key_escaped_and_its_record
     entry still carries its own, in the contract's member order."""
     first = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
     entries = [
-        feed.Change("upsert", 'DA-"1\u00e9', "v1", first, '{"b": 1,  "a":[]}'),
-        feed.Change("upsert", "DA-2", "v1", first, "{}"),
+        feed.Change("upsert", 'DA-"1\u00e9', "v1", first, b'{"b": 1,  "a":[]}'),
+        feed.Change("upsert", "DA-2", "v1", first, b"{}"),
         feed.Change("delete", "DA-3", "v2", first + timedelta(days=1), None),
     ]
     written = [entry.json_bytes() for entry in entries]
 
+    assert feed.write_entries(entries, b"\n") == b"\n".join(written)  # a page's, copied once
+    assert feed.write_entries([], b",") == b""
     assert written[0].endswith(b',"record":{"b": 1,  "a":[]}}')
     assert [json.loads(line) for line in written] == [
         {

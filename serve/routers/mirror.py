@@ -145,11 +145,12 @@ def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
             "snapshot": page.pinned.version,
         }
     )
-    entries = b",".join(change.json_bytes() for change in page.changes)
+    entries = feed.write_entries(page.changes, b",")
     return head[:-1] + b',"changes":[' + entries + b"]}"
 
 
 def _ndjson(page: feed.FeedPage) -> bytes:
-    lines = [change.json_bytes() for change in page.changes]
-    lines.append(dumps({"next": page.next_token, "hasMore": page.has_more}))
-    return b"\n".join(lines) + b"\n"
+    last = dumps({"next": page.next_token, "hasMore": page.has_more})
+    if not page.changes:
+        return last + b"\n"
+    return feed.write_entries(page.changes, b"\n") + b"\n" + last + b"\n"
