@@ -48,7 +48,8 @@ PREFIX = "snapshot-"
 SUFFIX = ".duckdb"
 STAGING_PREFIX = ".staging-"
 PUBLISH_LOCK = ".publish.lock"
-# The part of a content fingerprint that names the release of the publishing SQL.
+# The part of a content fingerprint that names its release (``_release_digest``: the publishing
+# SQL, which gave the part its name, the tables' DDL, the versioned tables, DuckDB's version).
 RELEASE = "publish-sql"
 # A serving worker writes each large list's records into a hidden file beside the snapshot it
 # serves (``serve.record_file``): ``.records-<hash>``, first as ``.records-<random>.partial``
@@ -153,7 +154,7 @@ def _release_digest() -> str:
 
 def unchanged_tables(before: str | None, after: str) -> set[str]:
     """The tables whose content is the same in two content fingerprints (``before`` None: no
-    table). Under another release of the publishing SQL none is: what a publish makes of a
+    table). Under another release (``_release_digest``) none is: what a publish makes of a
     table may differ."""
     if before is None or not same_release(before, after):
         return set()
@@ -162,8 +163,8 @@ def unchanged_tables(before: str | None, after: str) -> set[str]:
 
 
 def same_release(before: str | None, after: str) -> bool:
-    """Whether two content fingerprints were taken by the same release of the publishing SQL
-    (``before`` None: no)."""
+    """Whether two content fingerprints were taken by the same release (``_release_digest``;
+    ``before`` None: no)."""
     if before is None:
         return False
     return _fingerprint_parts(before).get(RELEASE) == _fingerprint_parts(after).get(RELEASE)

@@ -98,8 +98,8 @@ def unchanged_since_stamp(
 ) -> WarehouseStamp | None:
     """The stamp, when it vouches that the warehouse still holds what the snapshot file named
     ``live`` holds: it was
-    taken for that snapshot, with this ``release`` of the publishing SQL (the fingerprint's
-    last part), and the files have not changed since."""
+    taken for that snapshot, with this ``release`` (the fingerprint's last part, see
+    ``snapshots._release_digest``), and the files have not changed since."""
     stamp = WarehouseStamp.read(snapshots_dir)
     if stamp is None or database is None or stamp.warehouse is None:
         return None
