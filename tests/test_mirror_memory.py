@@ -35,7 +35,7 @@ from ductwork.streams.registry import (
 )
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.helpers.api import all_assets, all_pages, get_json, mirror_requests
+from tests.helpers.api import all_assets, all_pages, mirror_requests
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
 from tests.helpers.sync import mutate
@@ -56,9 +56,17 @@ Records = dict[str, dict[str, object]]
 def upstream_records(upstream: SandboxHandle) -> dict[str, Records]:
     """What the upstream holds, stream by stream, keyed as the changes feed keys it, each record
     as the upstream's single-record form serves it."""
+    headers = {"Authorization": f"Bearer {upstream.api_key}"}
+    with httpx.Client(base_url=upstream.url, headers=headers, timeout=30) as client:
+        return _upstream_records(upstream, client)
+
+
+def _upstream_records(upstream: SandboxHandle, client: httpx.Client) -> dict[str, Records]:
+    """``upstream_records`` on one client: a record at a time, thousands of requests, each of
+    which cost a new client (and its TLS context) when made with ``httpx.get``."""
 
     def get(path: str, **query: object) -> dict:
-        return get_json(upstream, path, **query)
+        return client.get(path, params=query).json()
 
     catalog = [
         item for p, q in all_pages(upstream, PRODUCTS_LIST, 1000) for item in get(p, **q)["data"]
