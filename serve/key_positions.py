@@ -31,17 +31,26 @@ class KeyPositions:
 
     def find(self, keys: list[str]) -> list[int]:
         """The position of each of ``keys``; -1 for a key the list does not hold."""
-        if not keys or not len(self.keys):
-            return [-1] * len(keys)
+        return self.find_column(pa.array(keys, pa.string())).tolist()
+
+    def find_column(self, keys: pa.Array) -> np.ndarray:
+        """The position of each of ``keys`` (strings) as int64; -1 for a key the list does
+        not hold."""
+        if not len(keys) or not len(self.keys):
+            return np.full(len(keys), -1, dtype=np.int64)
         width = self.keys.dtype.itemsize
-        wanted = [key.encode() for key in keys]
-        probe = np.array(wanted, dtype=self.keys.dtype)  # a longer key is cut: see `fits`
+        binary = keys.cast(pa.binary())
+        # A longer key is cut to the width, and a NUL ends a fixed-width value: such keys are
+        # none of the list's, whatever the search finds.
+        probe = np.array(binary.to_numpy(zero_copy_only=False), dtype=self.keys.dtype)
         at = np.minimum(np.searchsorted(self.keys, probe), len(self.keys) - 1)
         found = self.keys[at] == probe
-        if max(map(len, wanted)) > width or "\0" in "".join(keys):  # rare: checked per key
-            fits = [len(b) <= width and b"\0" not in b for b in wanted]
-            found &= np.array(fits, dtype=bool)
-        return np.where(found, self.positions[at], -1).tolist()
+        fits = pc.and_(
+            pc.less_equal(pc.binary_length(binary), width),
+            pc.invert(pc.match_substring(binary, b"\0")),
+        )
+        found &= fits.to_numpy(zero_copy_only=False)
+        return np.where(found, self.positions[at], -1)
 
 
 def key_positions(keys: pa.Array, positions: pa.Array) -> KeyPositions | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ductwork import file_modes
 from ductwork.snapshots import RECORDS_LOCK, RECORDS_PARTIAL, RECORDS_PREFIX
@@ -48,6 +49,12 @@ class RecordFile:
         start = len(mapped) - 8 - 8 * (count + 1)
         self._mapped = mapped
         self._offsets = np.frombuffer(mapped, dtype=np.int64, count=count + 1, offset=start)
+        # Every record with its comma, as a large binary array over the mapping (no copy).
+        self._column = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(),
+            count,
+            [None, pa.py_buffer(self._offsets), pa.py_buffer(mapped)[len(MAGIC) :]],
+        )
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -60,6 +67,13 @@ class RecordFile:
             return b""
         base = len(MAGIC)
         return self._mapped[base + int(self._offsets[start]) : base + int(self._offsets[end]) - 1]
+
+    def records_column(self, indexes: np.ndarray) -> pa.Array:
+        """Records ``indexes`` (int64; -1 for none) in a large binary array, each without its
+        comma, null where the index is -1."""
+        missing = indexes < 0
+        taken = self._column.take(pa.array(np.where(missing, 0, indexes), mask=missing))
+        return pc.binary_slice(taken, 0, -1)  # drop each record's comma
 
     def records_at(self, indexes: list[int]) -> list[bytes]:
         """Records ``indexes``, each alone without its comma."""

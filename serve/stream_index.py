@@ -197,6 +197,19 @@ class PositionedList:
         records = whole.records_at([at for _, at in held])
         return {key: record for (key, _), record in zip(held, records, strict=True)}
 
+    def record_positions(self, keys: pa.Array) -> np.ndarray | None:
+        """The position of each of ``keys`` (strings) in the list's record file (int64, -1
+        for a key the list does not hold); None as ``records_by_key``. A blocking call, for a
+        worker thread."""
+        by_key = self._key_index() if self.whole is not None else None
+        return by_key.find_column(keys) if by_key is not None else None
+
+    def records_at(self, positions: np.ndarray) -> pa.Array:
+        """The records at ``positions`` (``record_positions``') from the record file, in a
+        binary array, null at -1."""
+        assert self.whole is not None  # as positions were found
+        return self.whole.records_column(positions)
+
     def _key_index(self) -> KeyPositions | None:
         with self._by_key_lock:
             if not self._by_key_built and self.keys_sql is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -21,6 +21,7 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.history import feed
+from ductwork.history.page_columns import ChangeColumns, listed_columns
 from ductwork.history.walks import Listing, WalkListings
 from ductwork.settings import HomeSettings
 from ductwork.streams.model import Serving
@@ -59,13 +60,13 @@ def two_publishes(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def walk_pages(
-    state: ServingState, since: int | None, limit: int, kept: bool
+    state: ServingState, since: int | None, limit: int, walks: WalkListings | None
 ) -> list[feed.FeedPage]:
     """Every page of the digital assets' walk since publish ``since`` (None: the initial load),
-    read plainly or through what a server keeps of the snapshot."""
+    read plainly (``walks`` None) or through what a server keeps of the snapshot."""
     con, known = state.reader.cursor(), (list(state.publishes), state.mirror)
     listing = state.lists[DIGITAL_ASSETS.name]
-    keeps = (state.walks, listing.records_by_key) if kept else (None, None)
+    keeps = (walks, listing) if walks is not None else (None, None)
     position = feed.Position(DIGITAL_ASSETS.name, since)
     pages = []
     while True:
@@ -78,6 +79,13 @@ def walk_pages(
         position = feed.decode_token(page.next_token, state.mirror)
 
 
+def written(page: feed.FeedPage) -> tuple:
+    """What a page answers: its changes, its token and flags, and its entries as both of the
+    feed's formats write them."""
+    facts = (list(page.changes), page.next_token, page.has_more, page.pinned)
+    return (*facts, page.entries(b","), page.entries(b"\n"))
+
+
 @pytest.mark.parametrize("initial_load", [True, False], ids=["initial-load", "since-first"])
 def test_a_walk_through_what_a_server_keeps_gives_the_pages_the_history_gives(
     two_publishes: Path, initial_load: bool
@@ -87,18 +95,31 @@ def test_a_walk_through_what_a_server_keeps_gives_the_pages_the_history_gives(
     state = load_state(published)
     try:
         since = None if initial_load else state.publishes[0].seq
-        plain = walk_pages(state, since, 7, kept=False)
-        kept = walk_pages(state, since, 7, kept=True)
-        assert kept == plain
+        plain = walk_pages(state, since, 7, None)
+        kept = walk_pages(state, since, 7, state.walks)
+        assert [written(page) for page in kept] == [written(page) for page in plain]
+        # pages after the first were sliced from the listing and written as columns
+        assert [page.written is not None for page in kept] == [False] + [True] * (len(kept) - 1)
         assert len(state.walks) == 1  # the later pages sliced the listing kept
+        # A listing too large to keep: every page is read alone, as without what is kept.
+        small = WalkListings(max_entries=len(kept) * 7 // 2)
+        alone = walk_pages(state, since, 7, small)
+        assert [written(page) for page in alone] == [written(page) for page in plain]
+        assert len(small) == 0 and not any(page.written for page in alone)
         changes = [change for page in plain for change in page.changes]
+        # The kept walk's records came from the record file, not the snapshot: its key index
+        # answers for every record the walk upserted, with the bytes the history gives.
+        upserted = {change.key: change.record for change in changes if change.op == "upsert"}
+        by_key = state.lists[DIGITAL_ASSETS.name].records_by_key(list(upserted))
+        assert by_key == upserted
         ops = [change.op for change in changes]
         if initial_load:
             assert ops.count("upsert") == len(state.lists[DIGITAL_ASSETS.name]) > 7
         else:
             assert (ops.count("upsert"), ops.count("delete")) == (CHANGED, DELETED)
-            upserted = [json.loads(c.record or "null") for c in changes if c.op == "upsert"]
-            assert all(record["changed"] is True for record in upserted)
+            assert all(
+                json.loads(record or "null")["changed"] is True for record in upserted.values()
+            )
     finally:
         state.close()
 
@@ -141,14 +162,14 @@ def test_a_listing_slices_strictly_after_a_version_and_key_as_the_statements_com
         assert listing.entries(listing.after(*after), 100) == expected
 
 
-def test_walk_listings_keep_the_most_recent_up_to_their_bound_and_never_a_larger_one() -> None:
+def test_walk_listings_keep_the_most_recent_up_to_their_bound_and_remember_a_larger_one() -> None:
     def rows(count: int) -> pa.Table:
         return pa.table({"key": [str(i) for i in range(count)], "version": [1] * count})
 
     walks = WalkListings(max_entries=10)
     reads: list[str] = []
 
-    def read(name: str, count: int) -> Listing:
+    def read(name: str, count: int) -> Listing | None:
         def reading() -> pa.Table:
             reads.append(name)
             return rows(count)
@@ -158,5 +179,51 @@ def test_walk_listings_keep_the_most_recent_up_to_their_bound_and_never_a_larger
     read("a", 4), read("b", 4), read("a", 4)  # the second "a" is kept
     read("c", 4)  # 12 entries: the least recently used ("b") goes
     read("a", 4), read("b", 4)
-    read("huge", 11), read("huge", 11)  # larger than the bound: read each time
-    assert reads == ["a", "b", "c", "b", "huge", "huge"]
+    # larger than the bound: read once, then known as such (its pages are read alone)
+    assert read("huge", 11) is None and read("huge", 11) is None
+    assert reads == ["a", "b", "c", "b", "huge"]
+
+
+def test_a_page_held_as_columns_writes_what_its_changes_write_one_by_one() -> None:
+    """Unit test, on arrays built here: non-ASCII keys and records, deletes, versions in runs
+    and one the publishes do not name (taken as the oldest), both separators."""
+    first = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    publishes = {1: feed.Publish(1, "v1", first), 4: feed.Publish(4, "v4", first.replace(day=2))}
+    keys = pa.array(["DA-1", "DA-\u00e9", "DA-3", "", "DA-\u2028"])
+    records = pa.array([b'{"a": 1}', None, b'{"b":"\xc3\xa9"}', b"[]", None], pa.large_binary())
+    columns = ChangeColumns(
+        keys, np.array([1, 1, 2, 4, 4]), records, lambda v: publishes.get(v, publishes[1])
+    )
+    changes = list(columns)
+    assert [change.op for change in changes] == ["upsert", "delete", "upsert", "upsert", "delete"]
+    assert [change.version for change in changes] == ["v1", "v1", "v1", "v4", "v4"]
+    for separator in (b",", b"\n"):
+        assert columns.write(separator) == feed.write_entries(changes, separator)
+    sliced = ChangeColumns(keys.slice(2), np.array([2, 4, 4]), records.slice(2), columns.publish_of)
+    assert sliced.write(b",") == feed.write_entries(changes[2:], b",")  # arrays not from 0
+    assert columns[-1] == changes[-1] and columns[1:3] == changes[1:3]
+
+
+def test_a_listing_with_a_key_json_escapes_is_not_written_as_columns() -> None:
+    for key, as_is in [("DA-1", True), ("caf\u00e9 \u2028", True), ('a"b', False),
+                       ("a\\b", False), ("a\tb", False), ("a\x00", False)]:  # fmt: skip
+        listing = Listing.of(pa.table({"key": ["A", key], "version": [1, 1]}))
+        assert listing.keys_as_is is as_is, key
+        found = listed_columns(listing, 0, 10, EveryKeyHeld(), lambda v: feed.Publish(v, "v", NOW))
+        assert (found is not None) is as_is, key
+
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+class EveryKeyHeld:
+    """Records that are there (an empty object) for whatever keys are asked."""
+
+    def records_by_key(self, keys: list[str]) -> dict[str, bytes]:
+        return dict.fromkeys(keys, b"{}")
+
+    def record_positions(self, keys: pa.Array) -> np.ndarray:
+        return np.arange(len(keys), dtype=np.int64)
+
+    def records_at(self, positions: np.ndarray) -> pa.Array:
+        return pa.array([b"{}"] * len(positions), pa.large_binary())

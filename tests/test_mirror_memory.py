@@ -35,7 +35,7 @@ from ductwork.streams.registry import (
 )
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
-from tests.helpers.api import all_assets, all_pages, mirror_requests
+from tests.helpers.api import all_assets, all_pages, get_json, mirror_requests
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
 from tests.helpers.sync import mutate
@@ -56,30 +56,21 @@ Records = dict[str, dict[str, object]]
 def upstream_records(upstream: SandboxHandle) -> dict[str, Records]:
     """What the upstream holds, stream by stream, keyed as the changes feed keys it, each record
     as the upstream's single-record form serves it."""
-    headers = {"Authorization": f"Bearer {upstream.api_key}"}
-    with httpx.Client(base_url=upstream.url, headers=headers, timeout=30) as client:
-        return _upstream_records(upstream, client)
-
-
-def _upstream_records(upstream: SandboxHandle, client: httpx.Client) -> dict[str, Records]:
-    """``upstream_records`` on one client: a record at a time, thousands of requests, each of
-    which cost a new client (and its TLS context) when made with ``httpx.get``."""
-
-    def get(path: str, **query: object) -> dict:
-        return client.get(path, params=query).json()
 
     catalog = [
-        item for p, q in all_pages(upstream, PRODUCTS_LIST, 1000) for item in get(p, **q)["data"]
+        item
+        for p, q in all_pages(upstream, PRODUCTS_LIST, 1000)
+        for item in get_json(upstream, p, **q)["data"]
     ]
     pairings = [
         pairing
         for p, q in all_pages(upstream, PAIRINGS.path, 1000)
-        for pairing in get(p, **q)["data"]["pairings"]
+        for pairing in get_json(upstream, p, **q)["data"]["pairings"]
     ]
     lead_ids: list[str] = []
     cursor: dict[str, str] = {}
     while True:
-        page = get(LEADS, count=1000, **cursor)["data"]
+        page = get_json(upstream, LEADS, count=1000, **cursor)["data"]
         lead_ids += [lead["Id"] for lead in page]
         if len(page) < 1000:
             break
@@ -87,24 +78,29 @@ def _upstream_records(upstream: SandboxHandle, client: httpx.Client) -> dict[str
     submittals = {}
     for idu, odu in upstream.state.submittals:
         query = {name: value for name, value in (("idu", idu), ("odu", odu)) if value}
-        submittals[f"{idu or ''}|{odu or ''}"] = get(SUBMITTALS.path, **query)["data"]
+        submittals[f"{idu or ''}|{odu or ''}"] = get_json(upstream, SUBMITTALS.path, **query)[
+            "data"
+        ]
     indoor_models: Records = {}
-    for model in get(INDOOR_MODELS.path)["data"]:
+    for model in get_json(upstream, INDOOR_MODELS.path)["data"]:
         indoor_models.setdefault(model["sku"], model)
     return {
         "products": {
-            item["sku"]: get(f"/products/v2.0/units/{quote(item['sku'], safe='')}")["data"]
+            item["sku"]: get_json(upstream, f"/products/v2.0/units/{quote(item['sku'], safe='')}")[
+                "data"
+            ]
             for item in catalog
         },
         "pairings": {str(p["relationshipId"]): p for p in pairings},
         "digital-assets": {a["assetId"]: a for a in all_assets(upstream)},
         "submittals": submittals,
-        "leads": {i: get(f"{LEADS}/{quote(i, safe='')}") for i in lead_ids},
+        "leads": {i: get_json(upstream, f"{LEADS}/{quote(i, safe='')}") for i in lead_ids},
         "contractors": {
-            c["contractorId"]: c for c in json.loads(get(CONTRACTORS.path)["data"] or "[]")
+            c["contractorId"]: c
+            for c in json.loads(get_json(upstream, CONTRACTORS.path)["data"] or "[]")
         },
         "indoor-models": indoor_models,
-        "manuals": {m["key"]: m for m in get(MANUALS.path)["data"]},
+        "manuals": {m["key"]: m for m in get_json(upstream, MANUALS.path)["data"]},
     }
 
 

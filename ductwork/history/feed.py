@@ -15,18 +15,21 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import duckdb
 
 from ductwork.contract.encoding import dumps, format_datetime
 from warehouse_sql import fill, section, stream_section
 
-if TYPE_CHECKING:  # a server's module: numpy and Arrow stay out of a sync that reads no feed
+if TYPE_CHECKING:  # a server's modules: numpy and Arrow stay out of a sync that reads no feed
+    import numpy as np
+    import pyarrow as pa
+
     from ductwork.history.walks import WalkListings
 
 TOKEN_FORMAT = 1
@@ -34,10 +37,22 @@ DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
 WHOLE_LISTING = 2**62  # the limit that reads a walk's listing whole
 
-# The current records of some keys (UTF-8 JSON), by key, when a server holds them quicker to
-# hand than the snapshot's tables; None when it cannot tell (then they are read from the
-# snapshot).
-RecordsNow = Callable[[list[str]], dict[str, bytes] | None]
+
+class RecordsNow(Protocol):
+    """A stream's current records (UTF-8 JSON), when a server holds them quicker to hand than
+    the snapshot's tables; each method answers None when it cannot tell (then they are read
+    from the snapshot)."""
+
+    def records_by_key(self, keys: list[str]) -> dict[str, bytes] | None:
+        """The records of ``keys`` held, by key (a key without a record is left out)."""
+
+    def record_positions(self, keys: pa.Array) -> np.ndarray | None:
+        """Where the record of each of ``keys`` (strings) is held (int64, -1 for a key without
+        one)."""
+
+    def records_at(self, positions: np.ndarray) -> pa.Array:
+        """The records at ``positions`` (``record_positions``'), in a binary array, null at
+        -1."""
 
 
 class InvalidToken(ValueError):
@@ -89,7 +104,7 @@ class Change(NamedTuple):
         return b"".join(_entry_parts(self))
 
 
-def write_entries(changes: list[Change], separator: bytes) -> bytes:
+def write_entries(changes: Sequence[Change], separator: bytes) -> bytes:
     """The entries' ``json_bytes`` joined by ``separator``, copied once."""
     parts: list[bytes] = []
     for change in changes:
@@ -100,16 +115,18 @@ def write_entries(changes: list[Change], separator: bytes) -> bytes:
 
 def _entry_parts(change: Change) -> tuple[bytes, ...]:
     record = b"null" if change.record is None else change.record
-    opening = _OPENINGS.get(change.op) or b'{"op":' + dumps(change.op) + b',"key":'
-    members = _publish_members(change.version, change.changed_at)
-    return (opening, dumps(change.key), members, record, b"}")
+    members = publish_members(change.version, change.changed_at)
+    return (opening_of(change.op), dumps(change.key), members, record, b"}")
 
 
-_OPENINGS = {op: b'{"op":"' + op.encode() + b'","key":' for op in ("upsert", "delete")}
+@lru_cache(maxsize=8)
+def opening_of(op: str) -> bytes:
+    """An entry's text up to its key: ``op`` and the ``key`` member's name."""
+    return b'{"op":' + dumps(op) + b',"key":'
 
 
 @lru_cache(maxsize=256)
-def _publish_members(version: str, changed_at: datetime) -> bytes:
+def publish_members(version: str, changed_at: datetime) -> bytes:
     """An entry's ``version`` and ``changedAt`` members and the ``record`` member's name: the
     same for every entry a publish changed, so written once per publish rather than per
     entry (formatting the time took about half of a page's serialisation)."""
@@ -122,10 +139,19 @@ class FeedPage:
     """A page of a walk: its changes, the token that continues it, and the publish it is
     pinned to."""
 
-    changes: list[Change]
+    changes: Sequence[Change]
     next_token: str
     has_more: bool
     pinned: Publish
+    # How the page writes its entries when it holds them as columns (``page_columns``).
+    written: Callable[[bytes], bytes] | None = None
+
+    def entries(self, separator: bytes) -> bytes:
+        """The page's entries as the feed writes them (``Change.json_bytes``), joined by
+        ``separator``."""
+        if self.written is not None:
+            return self.written(separator)
+        return write_entries(self.changes, separator)
 
 
 def publishes(con: duckdb.DuckDBPyConnection) -> list[Publish]:
@@ -220,20 +246,37 @@ def read_page(
     else:
         statement = "changed"
     sql = _feed_statement(statement, stream_sql)
-    if walks is None or position.after is None:  # a walk's first page: most have no other
-        bounds = {"after_version": after_version, "after_key": after_key, "limit": limit + 1}
-        listed = _run(con, sql, {**params, **bounds}).fetchall()
-    else:
+    listing = None
+    if walks is not None and position.after is not None:  # not a walk's first page
         whole = {**params, "after_version": -1, "after_key": "", "limit": WHOLE_LISTING}
         listing = walks.get_or_read(
             (statement, stream, position.since, pin),
             lambda: con.sql(sql, params=_named(sql, whole)).to_arrow_table(),
         )
-        listed = listing.entries(listing.after(after_version, after_key), limit + 1)
+    if listing is None:  # a walk's first page (most walks have no other), or a listing too large
+        bounds = {"after_version": after_version, "after_key": after_key, "limit": limit + 1}
+        listed = _run(con, sql, {**params, **bounds}).fetchall()
+    else:
+        start = listing.after(after_version, after_key)
+        if records_now is not None and pin == head.seq:
+            # Imported here: it imports Arrow, which only a server answering the feed needs.
+            from ductwork.history.page_columns import listed_columns
+
+            columns = listed_columns(
+                listing, start, limit, records_now, lambda v: by_seq.get(v, oldest)
+            )
+            if columns is not None:
+                more = start + len(columns) < len(listing)
+                last = (int(columns.versions[-1]), columns.keys[-1].as_py()) if more else None
+                token = encode_token(_next_position(stream, position, pin, last), mirror)
+                return FeedPage(columns, token, more, by_seq[pin], columns.write)
+        listed = listing.entries(start, limit + 1)
     more = len(listed) > limit
     listed = listed[:limit]
     keys = [key for key, _ in listed]
-    records = records_now(keys) if records_now is not None and pin == head.seq else None
+    records = None
+    if records_now is not None and pin == head.seq:
+        records = records_now.records_by_key(keys)
     if records is None:
         records = _records(con, stream_sql, keys, None if pin == head.seq else pin)
     changes = []
@@ -242,12 +285,19 @@ def read_page(
         record = records.get(key)
         op = "upsert" if record is not None else "delete"
         changes.append(Change(op, key, publish.version, publish.published_at, record))
-    if more:
-        last_key, last_version = listed[-1]
-        next_position = Position(stream, position.since, pin, (last_version, last_key))
-    else:
-        next_position = Position(stream, pin)
-    return FeedPage(changes, encode_token(next_position, mirror), more, by_seq[pin])
+    last = (listed[-1][1], listed[-1][0]) if more else None
+    token = encode_token(_next_position(stream, position, pin, last), mirror)
+    return FeedPage(changes, token, more, by_seq[pin])
+
+
+def _next_position(
+    stream: str, position: Position, pin: int, last: tuple[int, str] | None
+) -> Position:
+    """Where a walk goes on after a page: after its ``last`` (version, key) while the walk has
+    more (None: it has not), else from the pinned publish, a new walk."""
+    if last is None:
+        return Position(stream, pin)
+    return Position(stream, position.since, pin, last)
 
 
 def _run(

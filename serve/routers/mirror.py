@@ -125,9 +125,8 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
         try:
             known = (list(state.publishes), state.mirror)
             listing = state.lists.get(stream.name) if stream.feed_key_column else None
-            records_now = listing.records_by_key if listing is not None else None
             return feed.read_page(
-                con, stream.name, stream.sql, position, size, known, state.walks, records_now
+                con, stream.name, stream.sql, position, size, known, state.walks, listing
             )
         except feed.HistoryGone as gone:
             raise history_unavailable(format_datetime(gone.oldest)) from None
@@ -145,7 +144,7 @@ def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
             "snapshot": page.pinned.version,
         }
     )
-    entries = feed.write_entries(page.changes, b",")
+    entries = page.entries(b",")
     return head[:-1] + b',"changes":[' + entries + b"]}"
 
 
@@ -153,4 +152,4 @@ def _ndjson(page: feed.FeedPage) -> bytes:
     last = dumps({"next": page.next_token, "hasMore": page.has_more})
     if not page.changes:
         return last + b"\n"
-    return feed.write_entries(page.changes, b"\n") + b"\n" + last + b"\n"
+    return page.entries(b"\n") + b"\n" + last + b"\n"

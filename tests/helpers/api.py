@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Protocol
 
 import aiohttp
@@ -104,30 +105,32 @@ def both_keys(upstream: SandboxHandle, api: Server) -> tuple[str, str]:
 
 
 def all_pages(upstream: SandboxHandle, path: str, count: int) -> list[Request]:
-    body = httpx.get(
-        upstream.url + path,
-        params={"count": count},
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-    ).json()
+    """Every page of a numbered list at ``count`` a page, and the one past its last."""
+    body = get_json(upstream, path, count=count)
     pagination = body.get("pagination") or body["data"]["pagination"]
     return [(path, {"count": count, "page": p}) for p in range(1, pagination["totalPages"] + 2)]
 
 
 def unit_records(upstream: SandboxHandle, slug: str) -> list[dict]:
+    """Every record of one unit type's list, page by page."""
     records: list[dict] = []
     for path, query in all_pages(upstream, unit_path(slug), 1000):
-        body = httpx.get(
-            upstream.url + path,
-            params=query,
-            headers={"Authorization": f"Bearer {upstream.api_key}"},
-        ).json()
-        records += body["data"]
+        records += get_json(upstream, path, **query)["data"]
     return records
 
 
-def get_json(upstream: SandboxHandle, path: str, **query: str | int) -> dict:
-    headers = {"Authorization": f"Bearer {upstream.api_key}"}
-    return httpx.get(upstream.url + path, params=query, headers=headers, timeout=30).json()
+def get_json(upstream: SandboxHandle, path: str, **query: object) -> dict:
+    """The upstream's JSON answer to one GET, on the kept-alive client for that upstream."""
+    return _client(upstream.url, upstream.api_key).get(path, params=query).json()
+
+
+@cache
+def _client(base_url: str, key: str) -> httpx.Client:
+    """One client per upstream and key for the whole test run: tests read thousands of single
+    records, and a client per request (``httpx.get``) costs a connection and a TLS context
+    each time. Its connections are closed when the test process ends."""
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30)
 
 
 def all_assets(upstream: SandboxHandle) -> list[dict]:
