@@ -144,12 +144,11 @@ def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
             "snapshot": page.pinned.version,
         }
     )
-    entries = page.entries(b",")
-    return head[:-1] + b',"changes":[' + entries + b"]}"
+    return b"".join((head[:-1], b',"changes":[', page.entries(b","), b"]}"))  # one copy
 
 
 def _ndjson(page: feed.FeedPage) -> bytes:
     last = dumps({"next": page.next_token, "hasMore": page.has_more})
     if not page.changes:
         return last + b"\n"
-    return page.entries(b"\n") + b"\n" + last + b"\n"
+    return b"".join((page.entries(b"\n"), b"\n", last, b"\n"))
