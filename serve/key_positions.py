@@ -29,10 +29,6 @@ class KeyPositions:
     keys: np.ndarray  # dtype S<width>, sorted
     positions: np.ndarray  # int64
 
-    def find(self, keys: list[str]) -> list[int]:
-        """The position of each of ``keys``; -1 for a key the list does not hold."""
-        return self.find_column(pa.array(keys, pa.string())).tolist()
-
     def find_column(self, keys: pa.Array) -> np.ndarray:
         """The position of each of ``keys`` (strings) as int64; -1 for a key the list does
         not hold."""

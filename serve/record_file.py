@@ -75,14 +75,6 @@ class RecordFile:
         taken = self._column.take(pa.array(np.where(missing, 0, indexes), mask=missing))
         return pc.binary_slice(taken, 0, -1)  # drop each record's comma
 
-    def records_at(self, indexes: list[int]) -> list[bytes]:
-        """Records ``indexes``, each alone without its comma."""
-        at = np.asarray(indexes, dtype=np.int64)
-        starts = (self._offsets[at] + len(MAGIC)).tolist()
-        ends = (self._offsets[at + 1] + (len(MAGIC) - 1)).tolist()
-        mapped = self._mapped
-        return [mapped[start:end] for start, end in zip(starts, ends, strict=True)]
-
 
 def open_or_write(
     name: str, batches: Iterable[pa.Array], where: Path, siblings: Collection[str] = ()

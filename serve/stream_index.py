@@ -188,14 +188,13 @@ class PositionedList:
         """The records of ``keys`` that the list holds, by key, from its record file; None
         when the list has no record file or no index of its keys (then the caller reads the
         snapshot). A blocking call, for a worker thread."""
-        whole = self.whole
-        by_key = self._key_index() if whole is not None else None
-        if whole is None or by_key is None:
+        positions = self.record_positions(pa.array(keys, pa.string()))
+        if positions is None:
             return None
-        found = by_key.find(keys)
-        held = [(key, at) for key, at in zip(keys, found, strict=True) if at >= 0]
-        records = whole.records_at([at for _, at in held])
-        return {key: record for (key, _), record in zip(held, records, strict=True)}
+        records = self.records_at(positions).to_pylist()
+        return {
+            key: record for key, record in zip(keys, records, strict=True) if record is not None
+        }
 
     def record_positions(self, keys: pa.Array) -> np.ndarray | None:
         """The position of each of ``keys`` (strings) in the list's record file (int64, -1
