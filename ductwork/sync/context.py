@@ -156,6 +156,13 @@ def epoch_seconds(text: str | None) -> float:
         return 0.0
 
 
+def in_worker_thread(work: Callable[[T], None], argument: T) -> asyncio.Future[None]:
+    """Start ``work(argument)`` in the loop's worker threads at once, not when the loop next
+    runs: a task made of ``asyncio.to_thread`` starts only once its creator yields, and a reader
+    whose next pages are already fetched parses them all before it does."""
+    return asyncio.get_running_loop().run_in_executor(None, work, argument)
+
+
 async def fetch_and_store(
     batches: list[list[Any]],
     fetch_batch: Callable[[list[Any]], Awaitable[T]],
@@ -167,7 +174,7 @@ async def fetch_and_store(
         fetched = await fetch_batch(batch)
         if writing is not None:
             await writing
-        writing = asyncio.ensure_future(asyncio.to_thread(store_batch, fetched))
+        writing = in_worker_thread(store_batch, fetched)
         # Held by the write alone from here: freed as soon as it is stored, not only once the
         # next batch has been fetched (which kept two whole batches in memory at once).
         del fetched
@@ -182,7 +189,9 @@ class PendingPages(Generic[T]):
     for every page; holding several pages per transaction cuts that many times over, and a run
     that stops early still commits what it read: leaving ``async with`` commits the pages still
     held, whether the block ended or raised. ``store`` takes the held pages, oldest first, in a
-    worker thread.
+    worker thread, while reading goes on: DuckDB's share of a commit runs without the GIL, so
+    the next pages are parsed meanwhile. One write at a time, in the order read; once a write
+    has failed, nothing read after it is stored (its progress would claim the failed pages).
     """
 
     def __init__(self, store: Callable[[list[T]], None], size: int) -> None:
@@ -190,7 +199,8 @@ class PendingPages(Generic[T]):
         self._size = size
         self._pages: list[T] = []
         self._records = 0
-        self.committed = False  # whether any pages have been stored yet
+        self._writing: asyncio.Future[None] | None = None
+        self.committed = False  # whether any pages have been handed to ``store`` yet
 
     async def __aenter__(self) -> PendingPages[T]:
         return self
@@ -199,19 +209,33 @@ class PendingPages(Generic[T]):
         await self.commit()
 
     async def add(self, page: T, records: int) -> None:
-        """Hold a page of ``records`` records; commit the held pages once they reach ``size``."""
+        """Hold a page of ``records`` records; once the held pages reach ``size``, start their
+        write (after the one before it has ended)."""
         self._pages.append(page)
         self._records += records
         if self._records >= self._size:
-            await self.commit()
+            await self._start_write()
 
     async def commit(self) -> None:
-        """Store the held pages now (nothing when none are held)."""
+        """Store the held pages now and wait until every write has ended."""
+        await self._start_write()
+        await self._last_write()
+
+    async def _start_write(self) -> None:
         if not self._pages:
             return
+        await self._last_write()
         pages, self._pages, self._records = self._pages, [], 0
         self.committed = True
-        await asyncio.to_thread(self._store, pages)
+        self._writing = in_worker_thread(self._store, pages)
+
+    async def _last_write(self) -> None:
+        """Wait for the write under way, if any; its failure is raised again each time this is
+        awaited, so no later write starts. Shielded: a cancelled reader still waits for it
+        when it leaves the block, and never runs two writes on the connection at once."""
+        if self._writing is not None:
+            await asyncio.shield(self._writing)
+            self._writing = None
 
     def discard(self) -> None:
         """Forget the held pages: leaving the block then stores nothing more."""
