@@ -226,11 +226,7 @@ def _version_rows(
     """Close the versions of ``table``'s rows that changed or went, and mark the new ones.
     ``in_live``: whether the current snapshot has the table (its rows are the versions that
     end)."""
-    name, history, since = (
-        quote_identifier(table.name),
-        history_name(table.name),
-        since_name(table.name),
-    )
+    name, since = quote_identifier(table.name), since_name(table.name)
     keys = key_columns(table)
     quoted_keys = [quote_identifier(k) for k in table.key]
     selected = "".join(f"{k}, " for k in quoted_keys)
@@ -245,15 +241,7 @@ def _version_rows(
         f"AND n.row_hash = s.row_hash)"
     )
     if in_live:
-        if table.key:
-            joined = " AND ".join(f"p.{k} = e.{k}" for k in quoted_keys)
-        else:
-            joined = f"{row_hash(columns, 'p')} = e.row_hash"
-        con.execute(
-            f"INSERT INTO {history} BY NAME SELECT p.*, e.since AS valid_from, "
-            f"$seq AS valid_to FROM {PREVIOUS}.main.{name} AS p JOIN ended_rows AS e ON {joined}",
-            {"seq": seq},
-        )
+        _close_versions(con, table, columns, seq)
     ended = " AND ".join(f"e.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys)
     con.execute(
         f"DELETE FROM {since} AS s WHERE EXISTS (SELECT 1 FROM ended_rows AS e WHERE {ended})"
@@ -262,6 +250,34 @@ def _version_rows(
     con.execute(
         f"INSERT INTO {since} SELECT n.*, $seq FROM now_rows AS n "
         f"WHERE NOT EXISTS (SELECT 1 FROM {since} AS s WHERE {kept})",
+        {"seq": seq},
+    )
+
+
+def _close_versions(
+    con: duckdb.DuckDBPyConnection, table: Table, columns: list[str], seq: int
+) -> None:
+    """Copy the rows of ``ended_rows`` as the current snapshot has them into ``table``'s closed
+    versions, valid until publish ``seq``."""
+    name, history = quote_identifier(table.name), history_name(table.name)
+    previous = f"{PREVIOUS}.main.{name}"
+    if not table.key:
+        con.execute(
+            f"INSERT INTO {history} BY NAME SELECT p.*, e.since AS valid_from, $seq AS valid_to "
+            f"FROM {previous} AS p JOIN ended_rows AS e ON {row_hash(columns, 'p')} = e.row_hash",
+            {"seq": seq},
+        )
+        return
+    # The ended rows are found by their keys alone first, then only they are read whole: a join
+    # on the keys reads every column of every row, though few rows ended in most publishes.
+    joined = " AND ".join(f"p.{quote_identifier(k)} = e.{quote_identifier(k)}" for k in table.key)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE ended_at AS SELECT p.rowid AS row_id, e.since "
+        f"FROM {previous} AS p JOIN ended_rows AS e ON {joined}"
+    )
+    con.execute(
+        f"INSERT INTO {history} BY NAME SELECT p.*, a.since AS valid_from, $seq AS valid_to "
+        f"FROM {previous} AS p JOIN ended_at AS a ON p.rowid = a.row_id",
         {"seq": seq},
     )
 
