@@ -226,31 +226,67 @@ def _version_rows(
     """Close the versions of ``table``'s rows that changed or went, and mark the new ones.
     ``in_live``: whether the current snapshot has the table (its rows are the versions that
     end)."""
-    name, since = quote_identifier(table.name), since_name(table.name)
-    keys = key_columns(table)
-    quoted_keys = [quote_identifier(k) for k in table.key]
-    selected = "".join(f"{k}, " for k in quoted_keys)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE now_rows AS "
-        f"SELECT {selected}{row_hash(columns)} AS row_hash FROM main.{name}"
-    )
-    match = " AND ".join(f"n.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE ended_rows AS SELECT s.* FROM {since} AS s "
-        f"WHERE NOT EXISTS (SELECT 1 FROM now_rows AS n WHERE {match} "
-        f"AND n.row_hash = s.row_hash)"
-    )
+    since = since_name(table.name)
+    # Both leave ``ended_rows`` (the publishes of the rows that changed or went) and
+    # ``arrived_rows`` (the rows new or changed, with their hashes).
+    if table.key:
+        _compare_by_key(con, table, columns)
+    else:
+        _compare_by_hash(con, table, columns)
     if in_live:
         _close_versions(con, table, columns, seq)
-    ended = " AND ".join(f"e.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys)
+    keys = [quote_identifier(k) for k in key_columns(table)]
+    ended = " AND ".join(f"e.{k} = s.{k}" for k in keys)
     con.execute(
         f"DELETE FROM {since} AS s WHERE EXISTS (SELECT 1 FROM ended_rows AS e WHERE {ended})"
     )
-    kept = " AND ".join(f"s.{quote_identifier(k)} = n.{quote_identifier(k)}" for k in keys)
     con.execute(
-        f"INSERT INTO {since} SELECT n.*, $seq FROM now_rows AS n "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {since} AS s WHERE {kept})",
+        f"INSERT INTO {since} BY NAME SELECT *, $seq AS since FROM arrived_rows",
         {"seq": seq},
+    )
+
+
+def _compare_by_key(con: duckdb.DuckDBPyConnection, table: Table, columns: list[str]) -> None:
+    """Compare ``table``'s rows with the publishes of its keys in one pass: a full join of the
+    rows' hashes with the ``__since`` table, keeping the keys whose hash differs (new, changed
+    or gone)."""
+    keys = [quote_identifier(k) for k in table.key]
+    match = " AND ".join(f"n.{k} = s.{k}" for k in keys)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE row_changes AS SELECT "
+        + "".join(f"coalesce(n.{k}, s.{k}) AS {k}, " for k in keys)
+        + "n.row_hash AS now_hash, s.row_hash AS since_hash, s.since "
+        f"FROM (SELECT {', '.join(keys)}, {row_hash(columns)} AS row_hash "
+        f"FROM main.{quote_identifier(table.name)}) AS n "
+        f"FULL JOIN {since_name(table.name)} AS s ON {match} "
+        "WHERE n.row_hash IS DISTINCT FROM s.row_hash"
+    )
+    selected = "".join(f"{k}, " for k in keys)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE ended_rows AS SELECT {selected}since_hash AS row_hash, "
+        "since FROM row_changes WHERE since_hash IS NOT NULL"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE arrived_rows AS SELECT {selected}now_hash AS row_hash "
+        "FROM row_changes WHERE now_hash IS NOT NULL"
+    )
+
+
+def _compare_by_hash(con: duckdb.DuckDBPyConnection, table: Table, columns: list[str]) -> None:
+    """Compare the rows of ``table``, which has no key, with its ``__since`` table by their
+    hashes: a row whose content changed is one row gone and another new."""
+    since = since_name(table.name)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE now_rows AS "
+        f"SELECT {row_hash(columns)} AS row_hash FROM main.{quote_identifier(table.name)}"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE ended_rows AS SELECT s.* FROM {since} AS s "
+        "WHERE NOT EXISTS (SELECT 1 FROM now_rows AS n WHERE n.row_hash = s.row_hash)"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE arrived_rows AS SELECT n.* FROM now_rows AS n "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {since} AS s WHERE s.row_hash = n.row_hash)"
     )
 
 
