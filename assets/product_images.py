@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -25,10 +25,13 @@ from ductwork.contract.paths import PIM_IMAGE_SYNC
 from ductwork.streams.model import NIGHTLY, Table
 from ductwork.streams.registry import PRODUCTS
 from ductwork.upstream.client import UpstreamClient
-from ductwork.upstream.image_fetch import ImageFetcher, ImageRefused, image_key
+from ductwork.upstream.image_policy import ImageRefused, image_key
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Replacement, replace_rows
 from warehouse_sql import section
+
+if TYPE_CHECKING:  # the job imports it when it runs: every sync loads this module
+    from ductwork.upstream.image_fetch import ImageFetcher
 
 GROUP = "internal"
 IMAGES = Table("product_images", ("source_url",))
@@ -184,6 +187,8 @@ def product_images(
             for url, md5, key in con.execute(section("product_images", "mirrored")).fetchall()
         }
         context.log.info("mirroring %d product images", len(images))
+
+        from ductwork.upstream.image_fetch import ImageFetcher  # aiohttp: only this job needs it
 
         async def run(client: UpstreamClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             job = await client.get_json(PIM_IMAGE_SYNC)

@@ -18,7 +18,7 @@ from ductwork import file_modes
 from ductwork.contract.encoding import object_url
 from ductwork.settings import HomeSettings, ImageSettings, S3Settings, UpstreamTuning, load
 from ductwork.upstream.client import RetryRules, UpstreamClient
-from ductwork.upstream.image_fetch import ImagePolicy
+from ductwork.upstream.image_policy import ImagePolicy
 from ductwork.warehouse.loading import prepare_connection
 
 _TUNING = UpstreamTuning.model_fields

@@ -240,7 +240,7 @@ class ImageSettings(_Base):
     @field_validator("image_hosts")
     @classmethod
     def _hosts(cls, value: str | None) -> str | None:
-        from ductwork.upstream.image_fetch import parse_hosts
+        from ductwork.upstream.image_policy import parse_hosts
 
         if value is not None:
             parse_hosts(value)  # ValueError names the entry that is not host or host:port

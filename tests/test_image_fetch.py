@@ -11,15 +11,8 @@ from urllib.parse import quote
 import pytest
 
 from ductwork.settings import ImageSettings, SettingsError, load
-from ductwork.upstream.image_fetch import (
-    Image,
-    ImageFetcher,
-    ImageFetchError,
-    ImagePolicy,
-    ImageRefused,
-    image_key,
-    is_public_address,
-)
+from ductwork.upstream.image_fetch import Image, ImageFetcher, ImageFetchError
+from ductwork.upstream.image_policy import ImagePolicy, ImageRefused, image_key, is_public_address
 from sandbox.odd_media import BIG_BYTES, OddImages, add_odd_images
 from sandbox.server import SandboxHandle, running_sandbox
 

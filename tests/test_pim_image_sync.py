@@ -28,7 +28,8 @@ from assets.product_images import mirror_images as mirror
 from assets.resources import ImageSources, ObjectStore
 from ductwork.contract.paths import UNIT_SLUGS
 from ductwork.settings import HomeSettings
-from ductwork.upstream.image_fetch import Image, ImageFetcher, ImagePolicy, image_key
+from ductwork.upstream.image_fetch import Image, ImageFetcher
+from ductwork.upstream.image_policy import ImagePolicy, image_key
 from pipelines.definitions import ALL_ASSETS
 from sandbox.odd_media import OddImages, add_odd_images
 from sandbox.server import SandboxHandle

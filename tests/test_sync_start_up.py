@@ -1,6 +1,6 @@
-"""What a ``ductwork sync`` process loads (with nothing new to store: no pyarrow, pandas or
-boto3; writing rows: pyarrow but still no pandas), and the parts that keep its start-up short:
-collections paused while it loads."""
+"""What a ``ductwork sync`` process loads (with nothing new to store: no pyarrow, pandas,
+boto3 or HTTP client library; writing rows: pyarrow but still no pandas), and the parts that
+keep its start-up short: collections paused while it loads."""
 
 from __future__ import annotations
 
@@ -22,20 +22,21 @@ from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ROOT, sync_env
 
-# Loaded only by a run that writes rows (Arrow tables) or mirrors images and manuals with
-# boto3's transfers; a run with nothing new needs none of them.
-NOT_LOADED = ("pyarrow", "pandas", "numpy", "boto3", "s3transfer")
+# Loaded only by a run that writes rows (Arrow tables), mirrors images and manuals with
+# boto3's transfers, downloads images (aiohttp) or tells subscribers (httpx); a run with
+# nothing new needs none of them.
+NOT_LOADED = ("pyarrow", "pandas", "numpy", "boto3", "s3transfer", "aiohttp", "httpx")
 
 
-def test_a_sync_with_nothing_new_loads_neither_arrow_nor_boto3(
+def test_a_sync_with_nothing_new_loads_no_arrow_boto3_or_http_client_library(
     synced_home: Path,
     upstream: SandboxHandle,
     object_store: ObjectStoreServer,
     tmp_path: Path,
 ) -> None:
     """A second ``ductwork sync`` of an unchanged upstream, as its own process, stores nothing
-    new and imports none of pyarrow, pandas, numpy, boto3 or s3transfer (``-X importtime``
-    lists every module the process imported)."""
+    new and imports none of pyarrow, pandas, numpy, boto3, s3transfer, aiohttp or httpx
+    (``-X importtime`` lists every module the process imported)."""
     home = tmp_path / "home"
     shutil.copytree(synced_home, home)
     printed, imported = _sync_imports(home, upstream, object_store)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import duckdb
-import httpx
 from standardwebhooks.webhooks import Webhook
 
 from ductwork.history import feed
@@ -131,6 +130,8 @@ def pending(
 def post(subscription: Subscription, notification: Notification, timeout_s: float) -> str | None:
     """Send one notification; None when the subscriber answered 2xx, else what went wrong
     (never the URL, which may carry a token)."""
+    import httpx  # here, not above: every sync imports this module, few runs deliver
+
     body = notification.body()
     stamp = datetime.now(UTC)
     signature = Webhook(subscription.secret).sign(
