@@ -68,9 +68,12 @@ def stream_sync_times(instance: dg.DagsterInstance) -> dict[str, datetime]:
     """When each stream last synced successfully, as the instance's run history says: the
     oldest of its steps' latest materializations (a stream with a step never materialized
     is left out)."""
+    keys = [dg.AssetKey(name) for stream in STREAMS for name in stream.assets]
+    # One query for every step's latest materialization, not one per step.
+    events = instance.event_log_storage.get_latest_materialization_events(keys)
     found = {}
     for stream in STREAMS:
-        latest = [instance.get_latest_materialization_event(dg.AssetKey(a)) for a in stream.assets]
+        latest = [events.get(dg.AssetKey(name)) for name in stream.assets]
         if all(event is not None for event in latest):
             oldest = min(event.timestamp for event in latest if event is not None)
             found[stream.name] = datetime.fromtimestamp(oldest, UTC)
