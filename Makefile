@@ -16,7 +16,13 @@ RUN := $(UV) run --frozen
 	UV_COMPILE_BYTECODE=1 $(UV) sync --frozen
 	touch $@
 
+# The project's own modules are installed as source (editable): compiled here too, so that
+# every launch reads their bytecode even where PYTHONDONTWRITEBYTECODE is set (as in many
+# container images), instead of compiling each module again. Unchanged files are skipped.
+PACKAGES := ductwork assets pipelines serve warehouse_sql sandbox bench
+
 install: .venv/.synced ## Install the locked dependencies into .venv
+	$(RUN) python -m compileall -q $(PACKAGES)
 
 lint: install ## ruff, and the Dagster definitions load
 	$(RUN) ruff check .
