@@ -38,7 +38,7 @@ def serving_snapshot(
     """Publish the warehouse as a new snapshot and make it current (or confirm the current one
     when the warehouse's content has not changed since it was published), with when each
     stream last synced."""
-    with open_warehouse(warehouse) as con:
+    with open_warehouse(warehouse, parallel=True) as con:
         keep = timedelta(days=load(HistorySettings).history_days)
         published = snapshots.publish(con, data_home.snapshots_dir, keep)
     removed = snapshots.prune(data_home.snapshots_dir)

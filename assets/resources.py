@@ -240,8 +240,11 @@ class ObjectStore(dg.ConfigurableResource):
 
 
 @contextmanager
-def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection to the warehouse with every table of the schema in place."""
+def open_warehouse(
+    resource: DuckDBResource, parallel: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to the warehouse with every table of the schema in place, on
+    one DuckDB thread unless ``parallel`` (see ``prepare_connection``)."""
     # DuckDB creates the file but not its folder; without the folder DuckDBResource would
     # retry the connection for minutes instead of failing.
     Path(resource.database).parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +252,7 @@ def open_warehouse(resource: DuckDBResource) -> Iterator[duckdb.DuckDBPyConnecti
         # DuckDBResource closes its connection only when the block ends without an error;
         # a failed asset must not leave the warehouse file open in this process.
         try:
-            prepare_connection(con)
+            prepare_connection(con, parallel)
             yield con
         finally:
             con.close()

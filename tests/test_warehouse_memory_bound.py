@@ -55,3 +55,21 @@ def test_the_sync_s_connection_checkpoints_before_committed_rows_fill_its_memory
     assert sum(1 for size in log_sizes if size == 0) >= 1, "the commits never checkpointed"
     assert max(log_sizes) < limit // 2, f"log grew to {max(log_sizes):,} bytes"
     assert max(spilled) == 0, f"committed rows spilled {max(spilled):,} bytes to disk"
+
+
+def test_a_stream_step_works_on_one_duckdb_thread_and_the_publish_on_every_core(
+    tmp_path: Path,
+) -> None:
+    """Unit test on a real DuckDB file: the thread count belongs to the database, shared by
+    its connections, so a step's preparation sets it either way, whatever the step before
+    it left."""
+    database = str(tmp_path / "warehouse.duckdb")
+    every_core = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]
+    stream_step = duckdb.connect(database)
+    prepare_connection(stream_step)
+    publish = duckdb.connect(database)
+    assert publish.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+    prepare_connection(publish, parallel=True)
+    assert stream_step.execute("SELECT current_setting('threads')").fetchone()[0] == every_core
+    prepare_connection(stream_step)
+    assert publish.execute("SELECT current_setting('threads')").fetchone()[0] == 1
