@@ -11,6 +11,8 @@ An image URL is whatever the upstream's records say, so the download is guarded:
 - only ``image/*`` content (SVG excepted: it can carry scripts), at most ``max_bytes`` long,
   counted as the body arrives, so an endless body is cut off.
 
+The rules themselves (hosts, addresses, size) are ``ductwork.upstream.image_policy``'s; this
+module applies them to the connections it makes.
 """
 
 from __future__ import annotations
