@@ -113,9 +113,11 @@ class SyncSettings(_Base):
         default=30, ge=0, description="Days of recent leads re-read by every incremental run."
     )
     warehouse_memory_limit: str = Field(
-        default="128MB",
+        default="64MB",
         pattern=r"^[0-9]{1,6}(KB|MB|GB|KiB|MiB|GiB)$",
-        description="DuckDB's memory limit for the sync; beyond it, DuckDB evicts or spills.",
+        description="DuckDB's memory limit for the sync; beyond it, DuckDB evicts or spills. "
+        "A write that still runs out of memory is rolled back and retried under twice the "
+        "limit, at most three times; the step goes on under the raised limit.",
     )
 
 

@@ -18,7 +18,7 @@ from ductwork.snapshots import write_ahead_log
 from ductwork.warehouse.loading import prepare_connection
 
 BATCH_ROWS = 10_000  # far below a row group, so each insert goes through the log
-BATCHES = 24  # about 170 MB committed in all: past the sync's default limit of 128 MB
+BATCHES = 24  # about 170 MB committed in all: past the sync's default limit of 64 MB
 UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 

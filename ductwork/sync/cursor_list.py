@@ -23,6 +23,7 @@ from ductwork.upstream.lead_cursor import Cursor, Sink, walk_leads
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, RowOf, rows_table
+from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.sync_state import read_state, resume_from, write_state
 from warehouse_sql import stream_section
 
@@ -133,7 +134,11 @@ class CursorList:
         record listed on two of them (its created date moved while the walk went on) is stored
         as last read: one statement cannot upsert a key twice."""
         latest = {str(record[self.id_member]): record for records, _ in pages for record in records}
-        return self.store(con, asset, list(latest.values()), pages[-1][1])
+        return with_memory_headroom(
+            con,
+            lambda: self.store(con, asset, list(latest.values()), pages[-1][1]),
+            what=f"{asset}: a batch",
+        )
 
     def stored_as_read(self, con: duckdb.DuckDBPyConnection, records: list[Record]) -> bool:
         """Whether every record (one per id) is stored exactly as read and has its details:

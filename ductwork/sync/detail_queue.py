@@ -19,6 +19,7 @@ from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.loading import Record, stamped
+from ductwork.warehouse.memory_headroom import with_memory_headroom
 from warehouse_sql import stream_section
 
 if TYPE_CHECKING:
@@ -105,7 +106,9 @@ class DetailQueue:
             await fetch_and_store(
                 [queued[i : i + BATCH] for i in range(0, len(queued), BATCH)],
                 lambda ids: self.fetch_rows(client, ids, drift),
-                lambda rows: self.write(con, rows),
+                lambda rows: with_memory_headroom(
+                    con, lambda: self.write(con, rows), what=f"{step.asset}: a batch"
+                ),
             )
             return len(queued)
 

@@ -36,6 +36,7 @@ from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.upstream.timestamps import canonical_or_received
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.loading import Record, RowOf, rows_table, stamped
+from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.sync_state import (
     PAGE_WALK,
     clear_state,
@@ -217,7 +218,21 @@ class Walker:
     ) -> None:
         """Upsert ``rows`` (one per record) and version their history, in one transaction with
         what they advance: the resume point (a keyset walk) or a page walk's progress and the
-        ids it ``listed``."""
+        ids it ``listed``. Retried under a raised memory limit when DuckDB runs out of memory
+        (``ductwork.warehouse.memory_headroom``)."""
+        with_memory_headroom(
+            self.con,
+            lambda: self._write_once(rows, resume_at, progress, listed),
+            what=f"{self.asset}: a batch",
+        )
+
+    def _write_once(
+        self,
+        rows: pa.Table | None,
+        resume_at: Key | None,
+        progress: PageWalkProgress | None,
+        listed: list[str] | None,
+    ) -> None:
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:

@@ -16,6 +16,7 @@ from ductwork.settings import SyncSettings, load
 from ductwork.streams.model import Table
 from ductwork.upstream.schema_drift import RecordShape
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
+from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.schema import schema_sql
 from ductwork.warehouse.sync_state import CONTENT, DRIFT, read_state, write_state
 from warehouse_sql import fill, section
@@ -159,7 +160,19 @@ def replace_rows(
     con: duckdb.DuckDBPyConnection, *replacements: Replacement, content: ListContent | None = None
 ) -> None:
     """Apply replacements in one transaction: readers see all of them or none. ``content``,
-    when given, is recorded in the same transaction as what the replaced rows hold."""
+    when given, is recorded in the same transaction as what the replaced rows hold. Retried
+    under a raised memory limit when DuckDB runs out of memory (``memory_headroom``)."""
+    names = ", ".join(item.table.name for item in replacements)
+    with_memory_headroom(
+        con, lambda: _replace_once(con, replacements, content), what=f"replacing {names}"
+    )
+
+
+def _replace_once(
+    con: duckdb.DuckDBPyConnection,
+    replacements: Sequence[Replacement],
+    content: ListContent | None,
+) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
         if content is not None:
