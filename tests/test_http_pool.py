@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
+import tracemalloc
 import zlib
 from collections.abc import Awaitable, Callable
 
 import pytest
 
 from ductwork.upstream.http_pool import (
+    MAX_HEAD_BYTES,
+    MAX_HEADER_FIELDS,
     BodyTooLarge,
     ConnectionLost,
     ConnectionPool,
+    HeadTooLarge,
     Origin,
     RawAnswer,
     request_target,
@@ -172,3 +176,85 @@ def test_an_origin_splits_from_its_url_and_a_target_joins_its_query_to_one_it_ha
     assert request_target("", None) == "/"
     with pytest.raises(ValueError, match="not an http"):
         Origin.split("ftp://example.test/x")
+
+
+def endless(start: bytes, sent: list[int]) -> Script:
+    """A connection that answers its request with ``start`` and then an endless run of ``a``
+    (a field's value without end), adding each write's size to ``sent`` until the client
+    closes the connection (or a gigabyte has gone, so that the test ends either way)."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(start)
+        more = b"a" * 16384
+        try:
+            while sum(sent) < 1 << 30:
+                writer.write(more)
+                await writer.drain()
+                sent.append(len(more))
+        except ConnectionError:
+            pass  # the client closed the connection: what the test waits for
+        writer.close()
+
+    return script
+
+
+def refused_within_bounds(script: Script, sent: list[int]) -> HeadTooLarge:
+    """The refusal of one request to ``script``: it must come within 5 s (the request's own
+    timeout is 30 s), with the client's Python allocations peaking under 4 MiB and the server
+    stopped after a few megabytes (what the loopback socket buffers hold)."""
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(HeadTooLarge) as refused:
+            run(script, "/", timeout_s=30)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 5
+    assert peak < 4 << 20, peak
+    assert sum(sent) < 64 << 20, sum(sent)
+    return refused.value
+
+
+def test_an_endless_header_value_is_refused_at_the_head_cap_in_bounded_time_and_memory() -> None:
+    sent: list[int] = []
+    start = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Endless: "
+    refusal = refused_within_bounds(endless(start, sent), sent)
+    assert str(refusal) == "the answer's head is longer than 65,536 bytes"
+
+
+def test_endless_trailer_fields_are_refused_in_bounded_time_and_memory() -> None:
+    sent: list[int] = []
+    start = answer_head("Transfer-Encoding: chunked") + b"2\r\n{}\r\n0\r\nX-Trailer: "
+    refusal = refused_within_bounds(endless(start, sent), sent)
+    assert str(refusal) == "the answer's trailer fields are longer than 65,536 bytes"
+
+
+def test_a_head_of_thousands_of_header_fields_is_refused_past_the_hundredth() -> None:
+    flood = answer_head("Content-Length: 2", *(f"X-{n}: v" for n in range(5000))) + b"{}"
+    assert len(flood) < MAX_HEAD_BYTES  # small fields: the count refuses it, not the bytes
+    with pytest.raises(HeadTooLarge) as refused:
+        run(answering(flood), "/")
+    assert str(refused.value) == "the answer has more than 100 header fields"
+    # A hundred fields, trailer fields included, are read.
+    fields = (f"X-{n}: v" for n in range(MAX_HEADER_FIELDS - 2))
+    chunked = answer_head("Transfer-Encoding: chunked", *fields) + b"2\r\n{}\r\n0\r\nX-T: 1\r\n\r\n"
+    [answer] = run(answering(chunked), "/")
+    assert answer.body == b"{}"
+    with pytest.raises(HeadTooLarge, match="more than 100 header fields"):
+        run(answering(chunked.replace(b"X-T: 1\r\n", b"X-T: 1\r\nX-U: 2\r\n")), "/")
+
+
+def test_a_head_of_exactly_the_cap_is_read_and_one_a_byte_longer_is_refused() -> None:
+    def head_of(size: int) -> bytes:
+        start = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pad: "
+        return start + b"p" * (size - len(start) - 4) + b"\r\n\r\n"
+
+    at_cap = head_of(MAX_HEAD_BYTES)
+    assert len(at_cap) == MAX_HEAD_BYTES
+    # The body shares the head's last write: what follows the head is not counted as head.
+    [answer] = run(answering(at_cap + b"{}"), "/")
+    assert answer.body == b"{}"
+    with pytest.raises(HeadTooLarge, match="longer than 65,536 bytes"):
+        run(answering(head_of(MAX_HEAD_BYTES + 1) + b"{}"), "/")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socketserver
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -19,7 +22,7 @@ from ductwork.upstream.client import (
     UpstreamError,
 )
 from ductwork.upstream.list_reader import digest_known_pages, read_whole_list
-from sandbox.local_server import serving
+from sandbox.local_server import HOST, serving
 
 SECRET = "sk-test-do-not-leak-4711"
 Script = Callable[[int, dict], tuple[int, dict[str, str], bytes] | None]
@@ -301,3 +304,72 @@ def test_an_answer_that_never_comes_is_given_up_at_the_timeout_and_retried() -> 
     assert isinstance(client, UpstreamClient)
     assert (client.stats.requests, client.stats.dropped_connections) == (2, 1)
     assert calls[1] - calls[0] >= 0.5  # the retry came after the timeout, not before
+
+
+def test_thousands_of_header_fields_are_refused_without_a_retry() -> None:
+    flood = {f"X-Field-{n}": "v" for n in range(5000)}
+    upstream = ScriptedUpstream(lambda n, scope: (200, flood, b"{}"))
+    with serving(upstream) as url, pytest.raises(UpstreamContractError) as caught:
+        fetch(url, "/flood")
+    assert str(caught.value) == "GET /flood: refused, the answer has more than 100 header fields"
+    assert len(upstream.seen) == 1
+
+
+class _EndlessHeader(socketserver.BaseRequestHandler):
+    """Answers a request with a header field whose value never ends, until the client closes
+    the connection (or a gigabyte has gone)."""
+
+    sent: list[int]
+    requests: list[float]
+
+    def handle(self) -> None:
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = self.request.recv(65536)
+            if not chunk:
+                return
+            received += chunk
+        self.requests.append(time.monotonic())
+        more = b"a" * 65536
+        try:
+            self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Endless: ")
+            while sum(self.sent) < 1 << 30:
+                self.request.sendall(more)
+                self.sent.append(len(more))
+        except OSError:
+            pass  # the client closed the connection
+
+
+@contextmanager
+def endless_header_server(sent: list[int], requests: list[float]) -> Iterator[str]:
+    """A plain socket server on a free loopback port that sends an endless header value; yields
+    its URL. ``sent`` collects the size of each write it got through, ``requests`` when each
+    request came."""
+    handler = type("Handler", (_EndlessHeader,), {"sent": sent, "requests": requests})
+    with socketserver.ThreadingTCPServer((HOST, 0), handler) as server:
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://{HOST}:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            thread.join(10)
+
+
+def test_an_endless_header_value_is_refused_once_in_bounded_time() -> None:
+    sent: list[int] = []
+    requests: list[float] = []
+    started = time.monotonic()
+    with (
+        endless_header_server(sent, requests) as url,
+        pytest.raises(UpstreamContractError) as caught,
+    ):
+        fetch(url, "/endless", timeout_s=30.0)
+    assert time.monotonic() - started < 5  # refused long before the request's timeout
+    assert str(caught.value) == (
+        "GET /endless: refused, the answer's head is longer than 65,536 bytes"
+    )
+    # The server stopped once the client closed: what the loopback socket buffers held, no more.
+    assert sum(sent) < 64 << 20, sum(sent)
+    assert len(requests) == 1  # a refusal is not retried

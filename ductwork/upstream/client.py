@@ -13,9 +13,9 @@ a header and never appears in a message, a log line or metadata.
 
 Nothing an upstream sends can hold it without end: every request has a total timeout, every body
 is counted as it arrives, after decompression, and refused past a cap (a few megabytes of gzip
-can inflate to gigabytes); a page-number list is walked under the rules of ``list_pages`` (no
-page repeated, no total that contradicts the pages). Such refusals raise
-``UpstreamContractError`` and are never retried.
+can inflate to gigabytes), every head is refused past caps on its bytes and its fields, and a
+page-number list is walked under the rules of ``list_pages`` (no page repeated, no total that
+contradicts the pages). Such refusals raise ``UpstreamContractError`` and are never retried.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from ductwork.upstream.http_pool import (
     BodyTooLarge,
     ConnectionLost,
     ConnectionPool,
+    HeadTooLarge,
     Origin,
     header_lines,
     request_target,
@@ -169,10 +170,10 @@ class UpstreamClient:
         """GET ``path`` (already percent-encoded; or an absolute URL), retrying transient failures.
 
         Returns the answer when its status is in ``accept``; raises UpstreamAuthError on 401,
-        UpstreamContractError on a body larger than the cap (after decompression) and
-        UpstreamError on any other status or when retries run out. With ``parse_json`` an
-        accepted answer whose body is not JSON is retried like a dropped connection: a body
-        cut short or a proxy's HTML page must never be stored.
+        UpstreamContractError on a body larger than the cap (after decompression) or a head
+        over the caps of ``http_pool``, and UpstreamError on any other status or when retries
+        run out. With ``parse_json`` an accepted answer whose body is not JSON is retried like a
+        dropped connection: a body cut short or a proxy's HTML page must never be stored.
         """
         if self._http is None:
             raise RuntimeError("UpstreamClient used outside 'async with'")
@@ -199,6 +200,8 @@ class UpstreamClient:
                         f"GET {path}: refused, the body is larger than {self._max_body_bytes:,} "
                         "bytes after decompression (DUCTWORK_UPSTREAM_MAX_BODY_BYTES)"
                     ) from None
+                except HeadTooLarge as exc:
+                    raise UpstreamContractError(f"GET {path}: refused, {exc}") from None
                 except (ConnectionLost, OSError, TimeoutError) as exc:
                     self.stats.dropped_connections += 1
                     reason = f"connection lost ({type(exc).__name__})"

@@ -9,12 +9,14 @@ the request's head and the answer's body.
 
 What the client relies on: ``Content-Length``, chunked and read-until-close bodies; gzip and
 deflate inflated a bounded piece at a time and refused past a cap (a few megabytes of gzip can
-inflate to gigabytes); a connection that fails or closes before its answer ends raises
-``ConnectionLost``; a kept-alive connection the server closed while it sat idle is replaced
-once, at no retry's cost; an answer not whole by its deadline raises ``TimeoutError`` (one
-watchdog looks at every connection a few times per timeout, instead of a timer armed and
-cancelled around each request, which cost a tenth of the event loop's time). No redirects, no
-cookies, no proxies: the upstream service uses none.
+inflate to gigabytes); a head refused past ``MAX_HEAD_BYTES`` or ``MAX_HEADER_FIELDS``, trailer
+fields counted with it (httptools builds a field's value by repeated concatenation, so one
+endless value would take memory and time without end); a connection that fails or closes before
+its answer ends raises ``ConnectionLost``; a kept-alive connection the server closed while it
+sat idle is replaced once, at no retry's cost; an answer not whole by its deadline raises
+``TimeoutError`` (one watchdog looks at every connection a few times per timeout, instead of a
+timer armed and cancelled around each request, which cost a tenth of the event loop's time).
+No redirects, no cookies, no proxies: the upstream service uses none.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ import httptools
 # some servers send it: told apart by its first byte).
 _GZIP = frozenset({b"gzip", b"x-gzip"})
 _INFLATED = _GZIP | {b"deflate"}
+# The most an answer's head (status line and header fields) may hold, and the most fields
+# (trailer fields included). The upstream's heads are a few hundred bytes in about a dozen
+# fields; common servers refuse a request head past 8 to 16 KiB, so these leave ample room and
+# no setting is needed.
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADER_FIELDS = 100
 
 
 class ConnectionLost(Exception):
@@ -40,6 +48,11 @@ class ConnectionLost(Exception):
 
 class BodyTooLarge(Exception):
     """The body passed the cap on bytes after decompression."""
+
+
+class HeadTooLarge(Exception):
+    """The head passed ``MAX_HEAD_BYTES`` or ``MAX_HEADER_FIELDS``; the message says which, as
+    the end of a sentence ("the answer's head is longer than ...")."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,12 @@ class _Connection(asyncio.Protocol):
         self._delimited = False  # Content-Length or chunked: the body does not end at close
         self._headers_done = False
         self._keep_alive = False
+        self._head_bytes = 0  # bytes of the head fed so far
+        self._fields = 0  # header and trailer fields so far
+        # Bytes after the head fed in reads that gave no body: chunk framing, or trailer fields
+        # (which httptools keeps whole in memory like header fields).
+        self._bodiless_bytes = 0
+        self._gave_body = False
 
     # asyncio.Protocol
 
@@ -124,12 +143,45 @@ class _Connection(asyncio.Protocol):
             self._close()
             return
         try:
-            self._parser.feed_data(data)
+            rest = data if self._headers_done else self._feed_head(data)
+            if rest:
+                self._feed_after_head(rest)
         except httptools.HttpParserCallbackError as exc:
             # httptools leaves the callback's own exception (a body over the cap) as context.
             self._fail(exc.__context__ or exc)
         except httptools.HttpParserError as exc:
             self._fail(ConnectionLost(f"an answer that is not HTTP/1.1 ({exc})"))
+        except HeadTooLarge as exc:
+            self._fail(exc)
+
+    def _feed_head(self, data: bytes) -> memoryview:
+        """Feed the parser ``data`` up to the cap on the head's bytes; returns what is left of
+        it once the head has ended (empty when it has not). Raises ``HeadTooLarge`` at the
+        first byte past the cap, so no field's value grows past it."""
+        view = memoryview(data)
+        while view and not self._headers_done:
+            room = MAX_HEAD_BYTES - self._head_bytes
+            if room <= 0:
+                raise HeadTooLarge(f"the answer's head is longer than {MAX_HEAD_BYTES:,} bytes")
+            piece, view = view[:room], view[room:]
+            self._head_bytes += len(piece)
+            self._parser.feed_data(piece)  # may end the head and go on into the body
+        return view
+
+    def _feed_after_head(self, data: bytes | memoryview) -> None:
+        """Feed the parser bytes of the body; reads that give no body at all are counted, and
+        past ``MAX_HEAD_BYTES`` of them in a row (endless trailer fields or chunk framing) the
+        answer is refused."""
+        self._gave_body = False
+        self._parser.feed_data(data)
+        if self._gave_body:
+            self._bodiless_bytes = 0
+            return
+        self._bodiless_bytes += len(data)
+        if self._bodiless_bytes > MAX_HEAD_BYTES:
+            raise HeadTooLarge(
+                f"the answer's trailer fields are longer than {MAX_HEAD_BYTES:,} bytes"
+            )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -144,6 +196,9 @@ class _Connection(asyncio.Protocol):
     # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields += 1
+        if self._fields > MAX_HEADER_FIELDS:
+            raise HeadTooLarge(f"the answer has more than {MAX_HEADER_FIELDS} header fields")
         lowered = name.lower()
         if lowered == b"content-encoding":
             self._coding = value.strip().lower()
@@ -161,6 +216,7 @@ class _Connection(asyncio.Protocol):
             self._inflater = zlib.decompressobj(self._wbits)
 
     def on_body(self, body: bytes) -> None:
+        self._gave_body = True
         if self._coding in _INFLATED:
             self._inflate(body)
         else:
@@ -265,8 +321,8 @@ class ConnectionPool:
 
     async def get(self, origin: Origin, target: str, extra_lines: str = "") -> RawAnswer:
         """``GET target`` at ``origin``, with ``extra_lines`` (``header_lines``) beside the
-        pool's headers; raises ``ConnectionLost``, ``BodyTooLarge``, ``TimeoutError`` or an
-        ``OSError`` (the connection refused or reset)."""
+        pool's headers; raises ``ConnectionLost``, ``BodyTooLarge``, ``HeadTooLarge``,
+        ``TimeoutError`` or an ``OSError`` (the connection refused or reset)."""
         head = (
             f"GET {target} HTTP/1.1\r\nHost: {origin.netloc}\r\n{self._headers}{extra_lines}\r\n"
         ).encode("latin-1")
