@@ -24,7 +24,7 @@ import os
 import secrets
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from pathlib import Path
 from ductwork import file_modes
 from ductwork.contract.encoding import dumps, loads
 from ductwork.contract.paths import Family
+from ductwork.streams.registry import STREAMS, stream_serving
 
 # The scope a key needs for each path family.
 SCOPE_OF: dict[Family, str] = {
@@ -48,6 +49,9 @@ OPS_SCOPE = "ops"
 GRANTABLE_SCOPES: tuple[str, ...] = (*SCOPES, OPS_SCOPE)
 # The word that grants every data scope when a key is created, said out loud.
 ALL_SCOPES = "all"
+# A stream's scope is ``stream:<its name>``: its spec paths, its changes feed and its past,
+# and nothing else of its family (one stream of a family may hold personal data, another not).
+STREAM_SCOPE_PREFIX = "stream:"
 KEY_PREFIX = "dwk_"
 # The members of a key record and the types each may hold.
 _RECORD_TYPES: dict[str, tuple[type, ...]] = {
@@ -277,15 +281,47 @@ def _read_key_file(path: Path) -> list[ApiKey]:
     return entries
 
 
+def stream_scope(stream: str) -> str:
+    """The scope that grants the stream named ``stream`` alone."""
+    return STREAM_SCOPE_PREFIX + stream
+
+
+# One scope per stream of the registry.
+STREAM_SCOPES: tuple[str, ...] = tuple(stream_scope(stream.name) for stream in STREAMS)
+
+
+def grants(scopes: Collection[str], family: Family, path: str) -> bool:
+    """Whether a key holding ``scopes`` may read ``path``, a spec path of ``family``: by the
+    family's scope, or by the scope of the stream the path draws on (a path of no stream, such
+    as the image sync's trigger, only by the family's)."""
+    if SCOPE_OF[family] in scopes:  # checked first: the common case needs no stream
+        return True
+    stream = stream_serving(path)
+    return stream is not None and stream_scope(stream.name) in scopes
+
+
+def lacking(family: Family, path: str) -> str:
+    """The message of a 403 for ``path``: the scopes that would grant it."""
+    needed = repr(SCOPE_OF[family])
+    stream = stream_serving(path)
+    if stream is not None:
+        needed += f" or {stream_scope(stream.name)!r}"
+    return f"This key lacks the {needed} scope"
+
+
 def granted_scopes(scopes: Sequence[str]) -> list[str]:
     """The scopes a new key gets: those named (``all`` stands for every data scope), sorted.
-    Raises ValueError for none at all or an unknown one."""
+    Raises ValueError, with a one-line message, for none at all or an unknown one (a stream
+    scope must name a stream of the registry)."""
+    choices = f"{', '.join(GRANTABLE_SCOPES)}, {ALL_SCOPES} or {STREAM_SCOPE_PREFIX}<stream>"
     if not scopes:
-        raise ValueError(
-            f"a key needs at least one scope: {', '.join(GRANTABLE_SCOPES)} or {ALL_SCOPES}"
-        )
-    unknown = sorted(set(scopes) - set(GRANTABLE_SCOPES) - {ALL_SCOPES})
+        raise ValueError(f"a key needs at least one scope: {choices}")
+    unknown = sorted(set(scopes) - set(GRANTABLE_SCOPES) - set(STREAM_SCOPES) - {ALL_SCOPES})
     if unknown:
-        raise ValueError(f"unknown scope(s) {unknown}; choose from {list(GRANTABLE_SCOPES)}")
+        streams = ", ".join(stream.name for stream in STREAMS)
+        raise ValueError(
+            f"unknown scope(s) {', '.join(map(repr, unknown))}; choose from {choices} "
+            f"(streams: {streams})"
+        )
     named = set(scopes) - {ALL_SCOPES}
     return sorted(named | set(SCOPES) if ALL_SCOPES in scopes else named)

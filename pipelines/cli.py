@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ductwork import file_modes
-from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, KeyFile
+from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, STREAM_SCOPE_PREFIX, KeyFile
 from ductwork.output_files import DestinationRefused
 from ductwork.settings import (
     HomeSettings,
@@ -154,8 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--scope",
         action="append",
-        choices=[*GRANTABLE_SCOPES, ALL_SCOPES],
-        help="Required, repeatable; all: the four data scopes (ops only when named).",
+        metavar="|".join([*GRANTABLE_SCOPES, ALL_SCOPES, f"{STREAM_SCOPE_PREFIX}STREAM"]),
+        help="Required, repeatable; all: the four data scopes (ops only when named); "
+        f"{STREAM_SCOPE_PREFIX}STREAM: one stream of the registry alone.",
     )
     create.set_defaults(run=_keys_create)
     keys_sub.add_parser("list", help="List keys (names, scopes, state).").set_defaults(
@@ -355,10 +356,14 @@ def _key_store() -> KeyFile:
 
 def _keys_create(options: argparse.Namespace) -> int:
     if not options.scope:
-        scopes = "|".join([*GRANTABLE_SCOPES, ALL_SCOPES])
+        scopes = "|".join([*GRANTABLE_SCOPES, ALL_SCOPES, f"{STREAM_SCOPE_PREFIX}STREAM"])
         print(f"ductwork: keys create needs at least one --scope {scopes}", file=sys.stderr)
         return 2
-    key = _key_store().create(options.name, options.scope)
+    try:
+        key = _key_store().create(options.name, options.scope)
+    except ValueError as exc:  # an unknown scope: refused before the key file is touched
+        print(f"ductwork: keys create: {exc}", file=sys.stderr)
+        return 2
     print(f"Created key {options.name!r}; it is shown once and stored only as a hash:")
     print(key)
     return 0

@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 from ductwork.contract import params, paths
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
-from ductwork.keys import OPS_SCOPE, SCOPE_OF, ApiKey, KeyFile
+from ductwork.keys import OPS_SCOPE, ApiKey, KeyFile, grants, lacking
 from ductwork.streams.registry import PAIRINGS
 from serve.live_snapshot import PAST_STATE, ServingState
 from serve.rate_limit import RequestLimit, page_cost
@@ -90,15 +90,16 @@ async def count_in_scope(
 
 
 async def require_key(request: Request) -> ApiKey:
-    """The caller's active key, allowed for this path's family and within its rate limit;
-    401, 403 or 429 otherwise."""
+    """The caller's active key, allowed for this path (by its family's scope, or the scope of
+    the stream it draws on) and within its rate limit; 401, 403 or 429 otherwise."""
     key = presented_key(request)
     if key is None:
         raise unauthorized()
     await count_against_key_limit(request, key)
-    family = family_of(request.url.path)
-    if family is not None and SCOPE_OF[family] not in key.scopes:
-        raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {SCOPE_OF[family]!r} scope")
+    path = request.url.path
+    family = family_of(path)
+    if family is not None and not grants(key.scopes, family, path):
+        raise ApiError(ErrorCode.FORBIDDEN, lacking(family, path))
     return key
 
 

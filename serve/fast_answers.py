@@ -15,9 +15,9 @@ middleware answers these requests itself, building the very same response as the
 
 The key's rate limit is checked before any record is read, a page weighing by the records it
 asks for: a request over it gets its 429 here, in the family's style. Anything else (a bad or
-missing key, a key without the family's scope, an empty SKU, any other parameter, a malformed
-or repeated one, no snapshot yet) goes on to the framework unchanged, so every other error
-keeps its one implementation; a request counted here is not counted again there.
+missing key, a key without the family's scope or the stream's, an empty SKU, any other
+parameter, a malformed or repeated one, no snapshot yet) goes on to the framework unchanged, so
+every other error keeps its one implementation; a request counted here is not counted again there.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import ApiError, product_not_found, unit_not_found
 from ductwork.contract.paths import Family
-from ductwork.keys import SCOPE_OF
+from ductwork.keys import grants
 from ductwork.streams.registry import PRODUCTS
 from serve.deps import count_in_scope, key_of
 from serve.live_snapshot import PAST_STATE, ServingState
@@ -89,7 +89,7 @@ class FastAnswers:
         # The key is verified only for a request this path takes (the routes verify the
         # others), and counted against its limit before any record is read for it.
         key = key_of(app_state.keys, authorization)
-        if key is None or SCOPE_OF[family] not in key.scopes:
+        if key is None or not grants(key.scopes, family, path):
             return None
         cost = page_cost(planned.size) if isinstance(planned, _ListPage) else 1
         try:

@@ -9,6 +9,7 @@ import dagster as dg
 import duckdb
 
 from ductwork import snapshots
+from ductwork.streams.registry import INDOOR_MODELS, STREAMS
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
@@ -66,6 +67,27 @@ def test_keys_create_prints_the_key_last_and_stores_only_its_hash(tmp_path: Path
     assert key not in (tmp_path / "api-keys.json").read_text()
     listed = ductwork("keys", "list", env=env, timeout=120)
     assert "analyst\tcatalog" in listed.stdout
+
+
+def test_keys_create_grants_a_stream_of_the_registry_and_refuses_an_unknown_one_in_one_line(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "DUCTWORK_HOME": str(tmp_path)}
+    feed = f"stream:{INDOOR_MODELS.name}"
+    done = ductwork("keys", "create", "models-feed", "--scope", feed, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    stored = (tmp_path / "api-keys.json").read_bytes()
+    refused = ductwork(
+        "keys", "create", "typo", "--scope", "stream:indoor-model", "--scope", "crm",
+        env=env, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith("ductwork: keys create: unknown scope(s) 'stream:indoor-model'; ")
+    assert all(stream.name in line for stream in STREAMS)  # the registry's names, to pick from
+    assert (tmp_path / "api-keys.json").read_bytes() == stored  # no key made
+    listed = ductwork("keys", "list", env=env, timeout=120)
+    assert [row.split("\t")[:2] for row in listed.stdout.splitlines()] == [["models-feed", feed]]
 
 
 def test_sql_writes_parquet_to_the_output_file_and_refuses_parquet_without_one(

@@ -2,7 +2,7 @@
 
 Errors are Problems (RFC 9457), whatever the stream's family: 400 for a bad parameter or a
 token this mirror did not issue, 404 for an unknown stream, 410 for history no longer kept.
-A key needs the scope of the stream's family.
+A key needs the scope of the stream's family, or the stream's own (``stream:<name>``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ductwork.contract.errors import (
 )
 from ductwork.contract.params import read_int
 from ductwork.history import feed
-from ductwork.keys import SCOPE_OF, ApiKey
+from ductwork.keys import ApiKey, grants, lacking
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS
 from serve import openapi_schemas as schemas
@@ -49,10 +49,10 @@ def stream_named(name: str) -> Stream:
 
 
 def require_scope(key: ApiKey, stream: Stream) -> None:
-    """403 unless the key holds the scope of the stream's family."""
-    scope = SCOPE_OF[stream.family]
-    if scope not in key.scopes:
-        raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {scope!r} scope")
+    """403 unless the key holds the scope of the stream's family or the stream's own: the
+    scopes that grant the stream's path."""
+    if not grants(key.scopes, stream.family, stream.path):
+        raise ApiError(ErrorCode.FORBIDDEN, lacking(stream.family, stream.path))
 
 
 @router.get(
