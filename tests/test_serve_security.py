@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime as http_date
 from pathlib import Path
 
 import httpx
@@ -17,26 +20,46 @@ from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.contract.paths import Family, family_of
 from ductwork.keys import OPS_SCOPE, SCOPE_OF, SCOPES, KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
-from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, MANUALS, PAIRINGS, SUBMITTALS
+from ductwork.streams.registry import (
+    CONTRACTORS,
+    DIGITAL_ASSETS,
+    INDOOR_MODELS,
+    LEADS,
+    MANUALS,
+    PAIRINGS,
+    PRODUCTS,
+    STREAMS,
+    SUBMITTALS,
+)
 from sandbox.local_server import serving
 from serve.app import create_app
 from tests.conftest import ReadApi
 
-# Every path that needs a key, built from the contract's path list; lookups with a made-up key
-# (authentication comes before the lookup, so the key decides the answer, not the record).
+# Every spec path of each stream, built from the contract's path list; lookups with a made-up
+# key (authentication comes before the lookup, so the key decides the answer, not the record).
+SPEC_PATHS_OF: dict[str, tuple[str, ...]] = {
+    PRODUCTS.name: (
+        paths.PRODUCTS_LIST,
+        f"{paths.UNITS_RESOLVER}/ANY-SKU",
+        *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
+        *(f"{paths.unit_path(slug)}/ANY-SKU" for slug in paths.UNIT_SLUGS),
+    ),
+    PAIRINGS.name: (PAIRINGS.path, f"{PAIRINGS.path}/1"),
+    DIGITAL_ASSETS.name: (paths.WAREHOUSE_DIGITAL_ASSETS,),
+    SUBMITTALS.name: (f"{SUBMITTALS.path}?idu=X",),
+    LEADS.name: (paths.LEADS, f"{paths.LEADS}/00Q-ANY"),
+    CONTRACTORS.name: (CONTRACTORS.path,),
+    INDOOR_MODELS.name: (INDOOR_MODELS.path,),  # served without a key
+    MANUALS.name: (MANUALS.path,),
+}
+# Every path that needs a key: the streams' but the open one's, and the image sync's trigger.
 PROTECTED_PATHS: tuple[str, ...] = (
-    paths.PRODUCTS_LIST,
-    PAIRINGS.path,
-    f"{PAIRINGS.path}/1",
-    f"{paths.UNITS_RESOLVER}/ANY-SKU",
-    *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
-    *(f"{paths.unit_path(slug)}/ANY-SKU" for slug in paths.UNIT_SLUGS),
-    paths.WAREHOUSE_DIGITAL_ASSETS,
-    f"{SUBMITTALS.path}?idu=X",
-    paths.LEADS,
-    f"{paths.LEADS}/00Q-ANY",
-    CONTRACTORS.path,
-    MANUALS.path,
+    *(
+        path
+        for name, found in SPEC_PATHS_OF.items()
+        if name != INDOOR_MODELS.name
+        for path in found
+    ),
     paths.PIM_IMAGE_SYNC,
 )
 
@@ -109,6 +132,183 @@ def test_every_protected_path_answers_401_401_401_403_in_its_familys_style(
     }
     for headers, status in attempts.values():
         assert_error_style(httpx.get(url, headers=headers), status, path)
+
+
+def test_the_scope_matrix_names_the_spec_paths_of_every_stream_of_the_registry() -> None:
+    assert list(SPEC_PATHS_OF) == [stream.name for stream in STREAMS]
+
+
+# Every scope a key can be given (``all`` is the four data scopes), and a stream's own, the name
+# of a stream of the registry after ``stream:``.
+MATRIX_SCOPES: tuple[str, ...] = (
+    *SCOPES,
+    OPS_SCOPE,
+    *(f"stream:{stream.name}" for stream in STREAMS),
+)
+FEED = "/_ductwork/v1/changes"
+AT = "/_ductwork/v1/at"
+
+
+@dataclass(frozen=True)
+class MirrorRequest:
+    """A request of the mirror's own surface, and the spec path whose scope it needs."""
+
+    form: str  # "feed", "at" or "Accept-Datetime"
+    target: str
+    headers: dict[str, str]
+    spec_path: str
+    stream: str
+
+
+def mirror_requests(version: str) -> list[MirrorRequest]:
+    """For every stream: its changes feed, and each of its spec paths as of the current
+    snapshot, by ``/at/{version}`` and by ``Accept-Datetime`` (an instant after the newest
+    publish, so answered from it)."""
+    now = {"Accept-Datetime": http_date(datetime.now(UTC), usegmt=True)}
+    requests = []
+    for stream in STREAMS:
+        requests.append(
+            MirrorRequest("feed", f"{FEED}/{stream.name}?limit=1", {}, stream.path, stream.name)
+        )
+        for path in SPEC_PATHS_OF[stream.name]:
+            requests.append(MirrorRequest("at", f"{AT}/{version}{path}", {}, path, stream.name))
+            requests.append(MirrorRequest("Accept-Datetime", path, now, path, stream.name))
+    return requests
+
+
+def allowed(scope: str, request: MirrorRequest) -> bool:
+    """What the matrix expects: the family's scope or the stream's own opens a stream's feed
+    and its past; the past of the open stream's path is told to any key."""
+    family_scope = SCOPE_OF[family_of(request.spec_path.split("?")[0])]
+    if request.form != "feed" and request.stream == INDOOR_MODELS.name:
+        return True
+    return scope in (family_scope, f"stream:{request.stream}")
+
+
+@pytest.fixture(scope="module")
+def open_api(read_api: ReadApi) -> Iterator[str]:
+    """The read API over the same data folder with no limit that a matrix of a few hundred
+    calls could reach (the open stream's calls are limited per client address, not per key)."""
+    limits = ServeSettings(
+        serve_key_requests_per_second=1_000_000,
+        serve_failed_requests_per_second=1_000_000,
+        serve_keyless_requests_per_second=1_000_000,
+    )
+    with serving(create_app(HomeSettings(home=read_api.home), limits)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def scope_keys(read_api: ReadApi) -> dict[str, str]:
+    """A key holding one scope alone, for every scope of the matrix."""
+    store = KeyFile(HomeSettings(home=read_api.home).keys_path)
+    return {scope: store.create(f"only-{scope}", [scope]) for scope in MATRIX_SCOPES}
+
+
+@pytest.fixture(scope="module")
+def full_answers(read_api: ReadApi, open_api: str) -> dict[str, tuple[int, bytes]]:
+    """The status and body of every mirror request of the matrix, and of every spec path,
+    as a key holding every scope gets them."""
+    version = snapshots.current(HomeSettings(home=read_api.home).snapshots_dir).version
+    every = {"Authorization": f"Bearer {read_api.key}"}
+    found: dict[str, tuple[int, bytes]] = {}
+    with httpx.Client(base_url=open_api) as client:
+        for request in mirror_requests(version):
+            answer = client.get(request.target, headers={**every, **request.headers})
+            found[request.form + request.target] = (answer.status_code, answer.content)
+        for spec_paths in SPEC_PATHS_OF.values():
+            for path in spec_paths:
+                answer = client.get(path, headers=every)
+                found[path] = (answer.status_code, answer.content)
+    assert all(status not in (401, 403) for status, _ in found.values()), found
+    return found
+
+
+@pytest.mark.parametrize("scope", MATRIX_SCOPES)
+def test_the_feed_and_the_past_of_each_stream_open_to_its_familys_scope_and_its_own_alone(
+    read_api: ReadApi,
+    open_api: str,
+    scope_keys: dict[str, str],
+    full_answers: dict[str, tuple[int, bytes]],
+    scope: str,
+) -> None:
+    version = snapshots.current(HomeSettings(home=read_api.home).snapshots_dir).version
+    key = {"Authorization": f"Bearer {scope_keys[scope]}"}
+    opened: list[str] = []
+    with httpx.Client(base_url=open_api) as client:
+        for request in mirror_requests(version):
+            answer = client.get(request.target, headers={**key, **request.headers})
+            where = (scope, request.form, request.target)
+            if not allowed(scope, request):
+                if request.form == "feed":
+                    assert answer.status_code == 403, (where, answer.text[:300])
+                    assert answer.json()["type"] == "/problems/forbidden"
+                else:  # the route of the spec path refuses it, in its family's style
+                    assert_error_style(answer, 403, request.spec_path)
+                continue
+            # As a key holding every scope gets it: the same status and the same bytes.
+            expected_status, expected_body = full_answers[request.form + request.target]
+            assert answer.status_code == expected_status, (where, answer.text[:300])
+            assert answer.content == expected_body, where
+            if request.form != "feed":
+                assert "memento-datetime" in answer.headers, where
+            opened.append(request.stream)
+        # The spec paths themselves follow the same rule (the open stream's needs no key).
+        for name, spec_paths in SPEC_PATHS_OF.items():
+            for path in spec_paths:
+                answer = client.get(path, headers=key)
+                family_scope = SCOPE_OF[family_of(path.split("?")[0])]
+                if name == INDOOR_MODELS.name or scope in (family_scope, f"stream:{name}"):
+                    assert (answer.status_code, answer.content) == full_answers[path], path
+                else:
+                    assert_error_style(answer, 403, path)
+        # The image sync's trigger belongs to no stream: a stream's scope never opens it.
+        if scope != SCOPE_OF[Family.INTERNAL]:
+            assert_error_style(
+                client.get(paths.PIM_IMAGE_SYNC, headers=key), 403, paths.PIM_IMAGE_SYNC
+            )
+    if scope.startswith("stream:"):
+        # The stream's feed and past, and (the open stream aside) nothing else.
+        assert set(opened) == {scope.removeprefix("stream:"), INDOOR_MODELS.name}
+
+
+def test_the_feed_and_the_past_answer_401_to_a_request_without_a_valid_key(
+    read_api: ReadApi, open_api: str, matrix_keys: dict[str, str]
+) -> None:
+    version = snapshots.current(HomeSettings(home=read_api.home).snapshots_dir).version
+    presented = {
+        "no key": {},
+        "wrong key": {"Authorization": "Bearer dwk_not-a-key-that-was-ever-issued"},
+        "revoked key": {"Authorization": f"Bearer {matrix_keys['revoked']}"},
+    }
+    with httpx.Client(base_url=open_api) as client:
+        for request in mirror_requests(version):
+            for headers in presented.values():
+                answer = client.get(request.target, headers={**headers, **request.headers})
+                assert answer.status_code == 401, (request.target, answer.text[:300])
+                assert answer.headers["www-authenticate"] == "Bearer"
+
+
+def test_an_indoor_models_key_reads_their_feed_and_past_and_nothing_of_the_contractors(
+    read_api: ReadApi, open_api: str, scope_keys: dict[str, str]
+) -> None:
+    models = {"Authorization": f"Bearer {scope_keys[f'stream:{INDOOR_MODELS.name}']}"}
+    version = snapshots.current(HomeSettings(home=read_api.home).snapshots_dir).version
+    with httpx.Client(base_url=open_api, headers=models) as client:
+        feed = client.get(f"{FEED}/{INDOOR_MODELS.name}")
+        assert feed.status_code == 200 and feed.json()["changes"], feed.text[:300]
+        past = client.get(f"{AT}/{version}{INDOOR_MODELS.path}")
+        assert past.status_code == 200 and past.json()["data"], past.text[:300]
+        for refused in (
+            client.get(f"{FEED}/{CONTRACTORS.name}"),
+            client.get(CONTRACTORS.path),
+            client.get(f"{AT}/{version}{CONTRACTORS.path}"),
+        ):
+            assert refused.status_code == 403, refused.text[:300]
+            assert refused.json()["type"] == "/problems/forbidden"
+        # Where the family's style tells why, it names both scopes that would do.
+        [error] = client.get(paths.PRODUCTS_LIST).json()["errors"]
+        assert error["message"] == "This key lacks the 'catalog' or 'stream:products' scope"
 
 
 @pytest.fixture(scope="module")
