@@ -8,7 +8,7 @@ from typing import Any
 # In roll order: a roll below the first rate is that fault, and so on.
 RATES = ("drop_rate", "error_rate", "rate_limit_rate", "truncate_rate", "html_rate")
 LEAD_DETAIL_ID_FORMS = ("", "omit_id", "case_safe")
-SWITCHES = ("mixed_timestamps", "loop_cursor", "endless_pages", "gzip_bomb")
+SWITCHES = ("mixed_timestamps", "loop_cursor", "endless_pages", "gzip_bomb", "header_flood")
 
 
 @dataclass
@@ -23,11 +23,12 @@ class Faults:
     ``seed`` makes the rolls repeatable. From the request after ``revoke_after`` on (0:
     never), every answer is a 401, as when the key is revoked mid-run.
 
-    Three switches make the upstream hostile rather than flaky: ``loop_cursor`` (the lead list
+    Four switches make the upstream hostile rather than flaky: ``loop_cursor`` (the lead list
     ignores its cursor and answers its first page again), ``endless_pages`` (every page-number
     list ignores ``page``, answering its first page for every page, and reports a billion
-    pages) and ``gzip_bomb`` (every answer is sent gzip-compressed behind a gigabyte of
-    compressed whitespace: about a megabyte on the wire, see ``sandbox.gzip_bomb``).
+    pages), ``gzip_bomb`` (every answer is sent gzip-compressed behind a gigabyte of
+    compressed whitespace: about a megabyte on the wire, see ``sandbox.gzip_bomb``) and
+    ``header_flood`` (every answer carries ``FLOOD_FIELDS`` header fields more).
     """
 
     error_rate: float = 0.0
@@ -49,6 +50,7 @@ class Faults:
     loop_cursor: bool = False
     endless_pages: bool = False
     gzip_bomb: bool = False
+    header_flood: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The settings as the admin API shows them."""

@@ -1,7 +1,7 @@
 """Misbehaviour layered over the sandbox: latency, 5xx, 429, dropped connections, truncated
-JSON, HTML error pages with status 200, a revoked key, mutations every N requests and gzip
-bombs; plus the request log. (The lead list's looping cursor and the endless page-number lists
-are the handlers' own, in ``sandbox.app``.)
+JSON, HTML error pages with status 200, a revoked key, mutations every N requests, gzip bombs
+and floods of header fields; plus the request log. (The lead list's looping cursor and the
+endless page-number lists are the handlers' own, in ``sandbox.app``.)
 
 Rolls come from a ``random.Random`` seeded with ``Faults.seed`` and restarted whenever the
 settings are replaced (``PUT /_sandbox/faults``), so a run's sequence of faults repeats.
@@ -23,6 +23,8 @@ from sandbox.gzip_bomb import bomb
 from sandbox.state import SandboxState
 
 UNFAULTED = ("/_sandbox/", "/media/")
+# Header fields the ``header_flood`` switch adds to every answer: some eighty kilobytes.
+FLOOD_FIELDS = 5000
 SERVER_ERRORS = (500, 502, 503, 504)
 _TITLES = {
     500: "Internal Server Error",
@@ -67,6 +69,12 @@ def bombed(answer: Answer) -> Answer:
     """The answer sent as a gzip bomb: its body behind a gigabyte of compressed whitespace."""
     headers = {**answer.headers, "Content-Encoding": "gzip"}
     return Answer(answer.status, bomb(answer.body), answer.media_type, headers)
+
+
+def flooded(answer: Answer) -> Answer:
+    """The answer with ``FLOOD_FIELDS`` header fields more."""
+    flood = {f"X-Flood-{n}": "1" for n in range(FLOOD_FIELDS)}
+    return Answer(answer.status, answer.body, answer.media_type, {**answer.headers, **flood})
 
 
 def fault_of(faults: Faults, roll: float) -> str | None:
@@ -118,6 +126,8 @@ class FaultInjector:
             return
         if faults.gzip_bomb:
             answer = bombed(answer)
+        if faults.header_flood:
+            answer = flooded(answer)
         answered = time.time()
         await send_answer(send, answer)
         state.log_request(arrived, answered, path, query, answer.status)

@@ -179,6 +179,7 @@ SWITCH_FLAGS: tuple[tuple[str, str], ...] = (
     ("loop_cursor", "The lead list ignores its cursor and answers its first page again."),
     ("endless_pages", "Page-number lists ignore page and report a billion pages."),
     ("gzip_bomb", "Every answer is gzip behind a gigabyte of compressed whitespace."),
+    ("header_flood", "Every answer carries thousands of header fields more."),
 )
 
 

@@ -31,9 +31,11 @@ from ductwork.upstream.digital_asset_walk import (
 from ductwork.upstream.lead_cursor import Cursor, cursor_of, walk_leads
 from ductwork.upstream.list_reader import MAX_LIST_RECORDS, read_whole_list
 from sandbox.fault_settings import Faults
+from sandbox.faults import FLOOD_FIELDS
 from sandbox.gzip_bomb import INFLATED_PADDING
 from sandbox.server import SandboxHandle, running_sandbox
 from tests.helpers.cli import ROOT, free_ports
+from tests.helpers.raw_http import headers_of, request_bytes, send_and_read
 
 T = TypeVar("T")
 LEADS_ON_TINY = 2_000
@@ -259,7 +261,7 @@ def test_the_sandbox_command_takes_each_hostile_switch_as_a_flag() -> None:
     (port,) = free_ports(1)
     key = "sandbox-flags-key"
     command = ["sandbox", "--port", str(port), "--scale", "tiny", "--api-key", key]
-    flags = ["--loop-cursor", "--endless-pages", "--gzip-bomb"]
+    flags = ["--loop-cursor", "--endless-pages", "--gzip-bomb", "--header-flood"]
     process = subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", *command, *flags],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -272,15 +274,15 @@ def test_the_sandbox_command_takes_each_hostile_switch_as_a_flag() -> None:
                 break
         url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
         faults = httpx.get(f"{url}/_sandbox/faults", headers=auth, timeout=30).json()
-        assert {name: faults[name] for name in ("loop_cursor", "endless_pages", "gzip_bomb")} == {
-            "loop_cursor": True,
-            "endless_pages": True,
-            "gzip_bomb": True,
-        }
-        # An answer sent as a bomb: about a megabyte on the wire, a gigabyte inflated.
-        with httpx.stream("GET", url + PAIRINGS.path, headers=auth, timeout=30) as answer:
-            assert answer.headers["content-encoding"] == "gzip"
-            assert 1_000_000 <= int(answer.headers["content-length"]) < 4_000_000
+        switches = ("loop_cursor", "endless_pages", "gzip_bomb", "header_flood")
+        assert {name: faults[name] for name in switches} == dict.fromkeys(switches, True)
+        # An answer sent as a bomb (about a megabyte on the wire, a gigabyte inflated) behind
+        # thousands of header fields, more than an HTTP client library reads: read raw.
+        request = request_bytes(url, PAIRINGS.path, {**auth, "Connection": "close"})
+        headers = headers_of(send_and_read(url, request, timeout_s=30))
+        assert headers["content-encoding"] == "gzip"
+        assert 1_000_000 <= int(headers["content-length"]) < 4_000_000
+        assert sum(name.startswith("x-flood-") for name in headers) == FLOOD_FIELDS
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)

@@ -1,6 +1,7 @@
 """``ductwork sync`` against a hostile upstream, run as operators run it: a process on a data
 folder on disk. The sandbox is switched, one way at a time, to a lead list that ignores its
-cursor, page-number lists that ignore ``page`` and report a billion pages, and gzip bombs.
+cursor, page-number lists that ignore ``page`` and report a billion pages, gzip bombs, and
+answers with thousands of header fields.
 
 Each time, the sync must end within a minute, its peak memory under a gigabyte, with a step's
 line naming the path and the rule broken; the warehouse and the published snapshot stay as they
@@ -71,6 +72,11 @@ HOSTILE = [
         "crm_leads",
         f"GET {LEADS}: refused, the body is larger than 67,108,864 bytes after decompression "
         "(DUCTWORK_UPSTREAM_MAX_BODY_BYTES)",
+    ),
+    Hostile(
+        "header_flood",
+        "crm_leads",
+        f"GET {LEADS}: refused, the answer has more than 100 header fields",
     ),
 ]
 
