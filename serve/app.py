@@ -138,14 +138,15 @@ def create_app(
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)
     app.add_middleware(FastAnswers)  # innermost of ours: CORS, gzip and telemetry still apply
+    # Inside the past's layer, which marks a request of the past: its answer is of its time,
+    # neither dated nor refused as stale.
+    app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
     # Outside the short path, so that a request of the past is answered by it too.
     app.add_middleware(
         PastRequests,
         live=app.state.live,
         past=PastStates(home.snapshots_dir, serve.serve_list_cache_mb << 20),
     )
-    # Outside the past's layer, which hands the spec's paths a past snapshot: those are not dated.
-    app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
     # Outside the past's layer, whose Memento-Datetime tells a memento from the present (and
     # the data age's, whose 503 varies by Accept-Datetime too).
     app.add_middleware(MementoLinks)

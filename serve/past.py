@@ -146,6 +146,8 @@ class PastRequests:
             return
         try:
             _require_a_key(scope)
+            if inner is None and scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: no past
+                raise invalid(name, "The image sync's trigger has no past: send no Accept-Datetime")
             state, publish = await self._state_for(instant_text, name)
         except ApiError as error:
             await _send_problem(error, scope["path"], send)

@@ -5,28 +5,33 @@
   ``Accept-Encoding``; present answers link their TimeMap and name themselves their TimeGate;
   mementos link the original, the TimeMap and themselves with their datetime;
 - the TimeMap lists a memento per publish kept, in link-format and JSON, under the spec path's
-  own scope; ``/publishes`` tells each publish's changes for the streams a key may read.
+  own scope; ``/publishes`` tells each publish's changes for the streams a key may read;
+- ``Accept-Datetime`` never reaches the image sync's trigger;
+- answers of the past are neither dated nor refused for a stale mirror.
 """
 
 from __future__ import annotations
 
+import http.server
 import re
+import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
 
-from ductwork import snapshots
+from ductwork import snapshots, sync_times
 from ductwork.contract.paths import LEADS, PIM_IMAGE_SYNC, WAREHOUSE_DIGITAL_ASSETS
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.streams.registry import INDOOR_MODELS, PAIRINGS, STREAMS
-from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
 from tests.helpers.cli import ductwork, sync_env
-from tests.helpers.serve_process import RunningApi, serving_process
+from tests.helpers.serve_process import RunningApi, serving_process, start_serve, stop_serve
 from tests.helpers.sync import mutate
 
 # Two syncs of a tiny upstream, charged to the first test.
@@ -59,6 +64,23 @@ def varies_by(answer: httpx.Response) -> list[str]:
     return [part.strip().lower() for part in answer.headers.get_list("vary", split_commas=True)]
 
 
+class TriggerRecorder(http.server.BaseHTTPRequestHandler):
+    """Stands in for the Dagster webserver: counts what reaches it and answers 500."""
+
+    calls = 0
+
+    def do_POST(self) -> None:
+        type(self).calls += 1
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @pytest.fixture(scope="module")
 def published_twice(
     object_store: ObjectStoreServer, tmp_path_factory: pytest.TempPathFactory
@@ -86,9 +108,18 @@ def published_twice(
 
 @pytest.fixture(scope="module")
 def api(published_twice: dict) -> Iterator[RunningApi]:
-    """``ductwork serve`` over the folder."""
-    with serving_process(published_twice["home"], 1) as running:
-        yield running
+    """``ductwork serve`` over the folder, its image-sync trigger pointed at a recorder."""
+    recorder = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TriggerRecorder)
+    threading.Thread(target=recorder.serve_forever, daemon=True).start()
+    dagster = f"http://127.0.0.1:{recorder.server_address[1]}"
+    try:
+        with serving_process(
+            published_twice["home"], 1, {"DUCTWORK_DAGSTER_URL": dagster}
+        ) as running:
+            yield running
+    finally:
+        recorder.shutdown()
+        recorder.server_close()
 
 
 def auth(key: str) -> dict[str, str]:
@@ -247,3 +278,56 @@ def test_publishes_tell_each_publishs_changes_for_the_streams_the_key_may_read(
     assert [m["datetime"] for m in timemap["mementos"]] == [
         p["publishedAt"] for p in listed["publishes"]
     ]
+
+
+def test_accept_datetime_never_reaches_the_image_sync_trigger(
+    api: RunningApi, published_twice: dict
+) -> None:
+    headers = auth(published_twice["key"])
+    before = TriggerRecorder.calls
+    refused = httpx.get(
+        api.url + PIM_IMAGE_SYNC,
+        headers={**headers, "Accept-Datetime": "Tue, 01 Dec 2099 00:00:00 GMT"},
+    )
+    assert refused.status_code == 400
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["type"] == "/problems/invalid-parameter"
+    assert TriggerRecorder.calls == before
+    present = httpx.get(api.url + PIM_IMAGE_SYNC, headers=headers)
+    assert present.status_code == 503  # the recorder answered 500: it was reached this time
+    assert TriggerRecorder.calls > before
+
+
+def test_answers_of_the_past_are_neither_dated_nor_refused_when_the_mirror_is_stale(
+    published_twice: dict, tmp_path: Path
+) -> None:
+    """Every stream last synced two hours ago, against a maximum age of one hour."""
+    home_with_published_snapshot(published_twice["home"], tmp_path)
+    folder = HomeSettings(home=tmp_path).snapshots_dir
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    sync_times.write(folder, {stream.name: long_ago for stream in STREAMS})
+    key = KeyFile(HomeSettings(home=tmp_path).keys_path).create("stale", ["all"])
+    headers = auth(key)
+    first, second = published_twice["versions"]
+    asked = f"{LEADS}?count=2"
+    # Stale from the start, so never ready: waited for until it answers (the snapshot is loaded
+    # before it does).
+    settings = {"DUCTWORK_SERVE_MAX_AGE_S": "3600"}
+    stale = start_serve(tmp_path, 1, settings, until="answering")
+    try:
+        present = httpx.get(stale.url + asked, headers=headers)
+        now = datetime.now(UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
+        negotiated = httpx.get(stale.url + asked, headers={**headers, "Accept-Datetime": now})
+        rebuilt = httpx.get(f"{stale.url}{AT}/{first}{asked}", headers=headers)
+        current = httpx.get(f"{stale.url}{AT}/{second}{asked}", headers=headers)
+        ready = httpx.get(f"{stale.url}/readyz")
+    finally:
+        stop_serve(stale)
+    assert ready.status_code == 503 and ready.json()["status"] == "stale"
+    assert present.status_code == 503 and "accept-datetime" in varies_by(present)
+    assert present.headers["content-type"] == "application/problem+json"
+    for answer, version in ((negotiated, second), (rebuilt, first), (current, second)):
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-snapshot-version"] == version
+        assert "memento-datetime" in answer.headers
+        assert "x-synced-at" not in answer.headers
