@@ -129,18 +129,22 @@ def _asked(scope: Scope) -> _Asked | None:
     if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
         return None
     path: str = scope["path"]
-    raw: bytes = scope.get("raw_path") or path.encode()
-    uri = request_target(raw, scope.get("query_string", b""))
-    if honours_accept_datetime(path):
-        return _Asked(uri if has_past(path) else None, True, uri)
-    if not path.startswith(AT_PREFIX):
+    negotiates = honours_accept_datetime(path)
+    if negotiates:
+        inner = path
+    elif path.startswith(AT_PREFIX):
+        inner = "/" + path[len(AT_PREFIX) :].partition("/")[2]
+    else:
         return None
-    inner = "/" + path[len(AT_PREFIX) :].partition("/")[2]
+    raw: bytes = scope.get("raw_path") or path.encode()
+    query: bytes = scope.get("query_string", b"")
+    uri = request_target(raw, query)
+    if negotiates:
+        return _Asked(uri if has_past(path) else None, True, uri)
     if not has_past(inner):
         return None
     _, slash, inner_raw = raw[len(AT_PREFIX) :].partition(b"/")
-    target = request_target(slash + inner_raw, scope.get("query_string", b""))
-    return _Asked(target, False, uri)
+    return _Asked(request_target(slash + inner_raw, query), False, uri)
 
 
 def _linked(headers: list[tuple[bytes, bytes]], asked: _Asked) -> list[tuple[bytes, bytes]]:

@@ -198,7 +198,10 @@ def test_the_timemap_lists_one_memento_per_publish_kept_in_link_format_and_json(
     as_json = httpx.get(
         f"{api.url}{TIMEMAP}{asked}", headers={**headers, "Accept": "application/json"}
     )
-    assert as_links.status_code == as_json.status_code == 200
+    again = httpx.get(
+        f"{api.url}{TIMEMAP}{asked}", headers={**headers, "If-None-Match": as_links.headers["etag"]}
+    )
+    assert as_links.status_code == as_json.status_code == 200 and again.status_code == 304
     assert as_links.headers["content-type"] == "application/link-format"
     assert "accept" in varies_by(as_links)
     entries = links(as_links.text)

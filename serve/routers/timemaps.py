@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Path as PathParameter
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match
 
@@ -28,7 +29,7 @@ from serve import memento
 from serve import openapi_schemas as schemas
 from serve.deps import require_key, serving_state
 from serve.openapi_docs import MIRROR_ERRORS, answer
-from serve.validators import content_etag
+from serve.validators import content_etag, names_body
 
 PREFIX = "/_ductwork/v1"
 router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=MIRROR_ERRORS)
@@ -60,7 +61,9 @@ TIMEMAP_ANSWER = {
     responses=TIMEMAP_ANSWER,
 )
 async def timemap(
-    request: Request, path: str, key: Annotated[ApiKey, Depends(require_key)]
+    request: Request,
+    path: Annotated[str, PathParameter(description="A spec GET path, without its first /.")],
+    key: Annotated[ApiKey, Depends(require_key)],
 ) -> Response:
     spec_path = "/" + path
     if not memento.has_past(spec_path) or not _routed(request, spec_path):
@@ -80,7 +83,7 @@ async def timemap(
         body, media_type = memento.timemap_json(target, kept), JSON
     else:
         body, media_type = memento.timemap_links(target, kept), memento.LINK_FORMAT
-    return _answer(body, media_type, vary="Accept")
+    return _answer(request, body, media_type, vary="Accept")
 
 
 @router.get(
@@ -117,7 +120,7 @@ async def publishes(request: Request, key: Annotated[ApiKey, Depends(require_key
             }
         )
     body = dumps({"snapshot": state.version, "publishes": listed})
-    return _answer(body, JSON)
+    return _answer(request, body, JSON)
 
 
 def _routed(request: Request, path: str) -> bool:
@@ -126,9 +129,13 @@ def _routed(request: Request, path: str) -> bool:
     return any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes)
 
 
-def _answer(body: bytes, media_type: str, vary: str | None = None) -> Response:
-    """200 with ``body``, tagged by its content; only the caller may keep it, revalidating."""
-    headers = {"ETag": content_etag(body).decode(), "Cache-Control": "private, no-cache"}
+def _answer(request: Request, body: bytes, media_type: str, vary: str | None = None) -> Response:
+    """200 with ``body``, tagged by its content (304 to an ``If-None-Match`` that names it);
+    only the caller may keep it, revalidating."""
+    etag = content_etag(body)
+    headers = {"ETag": etag.decode(), "Cache-Control": "private, no-cache"}
     if vary is not None:
         headers["Vary"] = vary
+    if names_body(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
     return Response(content=body, media_type=media_type, headers=headers)
