@@ -27,12 +27,13 @@ from serve.fast_answers import FastAnswers
 from serve.gzip_cache import GZIP_MINIMUM_BYTES, AnswerCache, CompressWhenAsked
 from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
+from serve.memento import KeptPublishes, MementoLinks
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
 from serve.past import PastRequests, PastStates
 from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
-from serve.routers import crm, health, internal, mirror, products, warehouse
+from serve.routers import crm, health, internal, mirror, products, timemaps, warehouse
 
 log = logging.getLogger("ductwork.serve")
 # The router of each path family; the document streams' routes are added to theirs once.
@@ -118,6 +119,7 @@ def create_app(
     app.state.keys = KeyFile(home.keys_path)
     app.state.config = AppConfig(home, serve)
     app.state.feed_pages = AnswerCache(serve.serve_feed_cache_mb << 20)
+    app.state.kept_publishes = KeptPublishes()
     app.state.metrics = Metrics()
     counter = LimitCounter(
         serve.rate_limit_url, None if app.state.metrics.shared else app.state.metrics.registry
@@ -132,29 +134,43 @@ def create_app(
     for router in ROUTERS.values():
         app.include_router(router)
     app.include_router(mirror.router)
+    app.include_router(timemaps.router)
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)
     app.add_middleware(FastAnswers)  # innermost of ours: CORS, gzip and telemetry still apply
+    # Inside the past's layer, which marks a request of the past: its answer is of its time,
+    # neither dated nor refused as stale.
+    app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
     # Outside the short path, so that a request of the past is answered by it too.
     app.add_middleware(
         PastRequests,
         live=app.state.live,
         past=PastStates(home.snapshots_dir, serve.serve_list_cache_mb << 20),
     )
-    # Outside the past's layer, which hands the spec's paths a past snapshot: those are not dated.
-    app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
+    # Outside the past's layer, whose Memento-Datetime tells a memento from the present (and
+    # the data age's, whose 503 varies by Accept-Datetime too).
+    app.add_middleware(MementoLinks)
     if serve.serve_cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=serve.serve_cors_origins,
             allow_methods=["GET"],
-            allow_headers=["Authorization", "If-None-Match", "If-Modified-Since", "X-Request-ID"],
+            allow_headers=[
+                "Authorization",
+                "If-None-Match",
+                "If-Modified-Since",
+                "X-Request-ID",
+                "Accept-Datetime",
+            ],
             expose_headers=[
                 "ETag",
                 "X-Request-ID",
                 "X-Snapshot-Version",
                 "X-Synced-At",
                 "Retry-After",
+                "Memento-Datetime",
+                "Link",
+                "Content-Location",
             ],
         )
     app.add_middleware(

@@ -5,7 +5,9 @@ successfully (``ductwork.sync_times``; for a data folder whose publishes wrote n
 a sync last published or confirmed the snapshot). With ``DUCTWORK_SERVE_MAX_AGE_S`` set, a
 request whose stream is older than that gets a 503 in its family's style with ``Retry-After``
 instead of the data, before its key is looked at: a stale mirror fails loudly rather than
-serving old data silently. Answers from the past and the mirror's own paths are left alone.
+serving old data silently. The mirror's own paths are left alone, and so are answers from the
+past (``/at/`` or ``Accept-Datetime``, which ``serve.past`` marks before this layer): a
+memento's data is of its time by definition, so it is neither dated nor refused.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from ductwork.contract.encoding import format_datetime
 from ductwork.contract.errors import ApiError, ErrorCode
 from ductwork.streams.registry import stream_serving
+from serve.live_snapshot import PAST_STATE
 from serve.responses import error_response
 
 Scope = MutableMapping[str, Any]
@@ -46,6 +49,8 @@ class DataAge:
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         stream = stream_serving(scope["path"]) if scope["type"] == "http" else None
+        if stream is not None and PAST_STATE in scope:  # an answer from the past
+            stream = None
         live = scope["app"].state.live if stream is not None else None
         state = live.get() if live is not None else None
         if stream is None or state is None:  # not a data path, or nothing to answer from yet

@@ -163,7 +163,12 @@ def _past_operation() -> Schema:
                 "`Memento-Datetime`, `X-Snapshot-Version` and `Cache-Control: private, "
                 "immutable`. An instant after the newest snapshot answers as now; one before "
                 "the history kept is a 410. The spec's paths take `Accept-Datetime` "
-                "(an HTTP-date) to the same effect."
+                "(an HTTP-date) to the same effect (RFC 7089), and so every answer of one varies "
+                "by it (`Vary`) and links its TimeMap and itself as original and TimeGate "
+                "(`Link`). A memento links them and itself, `/_ductwork/v1/at/{version}/<path>` "
+                "with its `datetime`, named in `Content-Location` when asked for by "
+                "`Accept-Datetime` or a date-time. Answers of the past carry no `X-Synced-At` "
+                "and are never refused for staleness."
             ),
             "parameters": [
                 {"name": "instant", "in": "path", "required": True, "schema": {"type": "string"}},

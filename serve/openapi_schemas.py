@@ -156,6 +156,59 @@ CHANGES: Schema = {
         "changes": {"type": "array", "items": CHANGE},
     },
 }
+_MEMENTO: Schema = {
+    "type": "object",
+    "required": ["datetime", "version", "uri"],
+    "properties": {
+        "datetime": {"type": "string", "format": "date-time", "description": "Its publish time."},
+        "version": {"type": "string", "description": "The snapshot that answers it."},
+        "uri": {"type": "string", "description": "`/_ductwork/v1/at/{version}/<path>`."},
+    },
+}
+TIMEMAP: Schema = {
+    "type": "object",
+    "required": ["original", "timegate", "timemap", "from", "until", "mementos"],
+    "properties": {
+        "original": {"type": "string", "description": "The spec path with its query."},
+        "timegate": {"type": "string", "description": "The same: it takes `Accept-Datetime`."},
+        "timemap": {"type": "string"},
+        "from": {"type": "string", "format": "date-time"},
+        "until": {"type": "string", "format": "date-time"},
+        "mementos": {"type": "array", "items": _MEMENTO, "minItems": 1},
+    },
+}
+_COUNTS: Schema = {
+    "type": "object",
+    "required": ["upsert", "delete"],
+    "properties": {
+        "upsert": {"type": "integer", "minimum": 0},
+        "delete": {"type": "integer", "minimum": 0},
+    },
+}
+PUBLISHES: Schema = {
+    "type": "object",
+    "required": ["snapshot", "publishes"],
+    "properties": {
+        "snapshot": {"type": "string", "description": "The snapshot whose history answered."},
+        "publishes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["version", "publishedAt", "changes"],
+                "properties": {
+                    "version": {"type": "string"},
+                    "publishedAt": {"type": "string", "format": "date-time"},
+                    "changes": {
+                        "type": ["object", "null"],
+                        "additionalProperties": _COUNTS,
+                        "description": "Per stream changed, of those the key may read; null "
+                        "for the oldest publish kept.",
+                    },
+                },
+            },
+        },
+    },
+}
 JOB_STARTED: Schema = {
     "type": "object",
     "required": ["success", "jobId", "status", "startedAt"],

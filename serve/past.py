@@ -7,7 +7,8 @@ itself while the data folder keeps it, or one rebuilt from the current snapshot'
 (once per host and version, under ``snapshots/.past/``). Answers carry ``Memento-Datetime``
 (that publish's time), ``X-Snapshot-Version`` and ``Cache-Control: private, immutable``. An
 instant before the history kept is a 410 Problem; an instant after the newest publish answers
-as now. Errors of the instant itself are Problems, whatever the path's family.
+as now. Errors of the instant itself are Problems, whatever the path's family. The links
+RFC 7089 adds around them (original, TimeMap, memento) are ``serve.memento``'s.
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ class PastRequests:
             return
         try:
             _require_a_key(scope)
+            if inner is None and scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: no past
+                raise invalid(name, "The image sync's trigger has no past: send no Accept-Datetime")
             state, publish = await self._state_for(instant_text, name)
         except ApiError as error:
             await _send_problem(error, scope["path"], send)

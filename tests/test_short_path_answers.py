@@ -23,6 +23,7 @@ from sandbox.local_server import serving
 from serve.app import create_app
 from serve.data_age import DataAge
 from serve.fast_answers import FastAnswers
+from serve.memento import MementoLinks
 from tests.conftest import UNLIMITED, ReadApi
 
 DECLINED = 599
@@ -33,12 +34,12 @@ VARYING = {b"date", b"server", b"x-request-id", b"x-content-type-options"}
 
 class ShortPathOnly:
     """The short path in front of a stand-in that answers 599 to every request it declines;
-    ``app`` supplies the state the short path reads, as Starlette hands it over. The layer that
-    dates data answers sits outside it, as in the app."""
+    ``app`` supplies the state the short path reads, as Starlette hands it over. The layers that
+    date data answers and link them (Memento) sit outside it, as in the app."""
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
-        self.short = DataAge(FastAnswers(self._declined), max_age_s=None)
+        self.short = MementoLinks(DataAge(FastAnswers(self._declined), max_age_s=None))
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
