@@ -103,6 +103,7 @@ def published_twice(
         "versions": [first_version, snapshots.current(folder).version],
         "key": keys.create("memento-all", ["all"]),
         "crm": keys.create("memento-crm", ["crm"]),
+        "assets": keys.create("memento-assets", ["stream:digital-assets"]),
     }
 
 
@@ -238,6 +239,8 @@ def test_the_timemap_lists_one_memento_per_publish_kept_in_link_format_and_json(
         ("crm", f"{LEADS}?count=5", 200),
         ("crm", f"{PAIRINGS.path}?count=5", 403),  # it cannot read the path: nor its TimeMap
         ("crm", WAREHOUSE_DIGITAL_ASSETS, 403),
+        ("assets", WAREHOUSE_DIGITAL_ASSETS, 200),  # by its stream's own scope
+        ("assets", f"{LEADS}?count=5", 403),
         ("crm", INDOOR_MODELS.path, 200),  # served without a key: any key reads its TimeMap
         (None, f"{LEADS}?count=5", 401),
         ("key", "/products/v2.0/no-such-list", 404),
@@ -274,6 +277,8 @@ def test_publishes_tell_each_publishs_changes_for_the_streams_the_key_may_read(
     assert changed == {"digital-assets": {"upsert": ASSETS_CHANGED, "delete": 0}}
     assert {stream.name for stream in STREAMS} >= set(changed)
     assert [p["changes"] for p in crm_only.json()["publishes"]] == [None, {}]
+    by_stream = httpx.get(api.url + PUBLISHES, headers=auth(published_twice["assets"])).json()
+    assert [p["changes"] for p in by_stream["publishes"]] == [None, changed]
     timemap = httpx.get(
         f"{api.url}{TIMEMAP}{LEADS}",
         headers={**auth(published_twice["crm"]), "Accept": "application/json"},

@@ -2,9 +2,10 @@
 its history keeps, on the mirror's own surface ``/_ductwork/v1``.
 
 Both read the served snapshot's history. A TimeMap needs what its spec path needs: a key (the
-past is told to none without one) holding the scope of the path's family, any key for a path
-the spec serves without one. The publishes need a key, and show each publish's changes only
-for the streams whose family the key's scopes cover. Errors are Problems.
+past is told to none without one) holding the scope of the path's family or of its stream, any
+key for a path the spec serves without one. The publishes need a key, and show each publish's
+changes only for the streams the key's scopes cover (by family or by stream). Errors are
+Problems.
 
 Neither answer carries ``X-Snapshot-Version``: the gzip layer keeps a compressed answer so
 tagged by its route's parameters, and these vary by what the route does not read as one (the
@@ -23,7 +24,7 @@ from starlette.routing import Match
 from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import JSON, ApiError, ErrorCode, no_such_path, not_found
 from ductwork.contract.paths import family_of
-from ductwork.keys import SCOPE_OF, ApiKey
+from ductwork.keys import SCOPE_OF, ApiKey, grants, lacking, stream_scope
 from ductwork.streams.registry import STREAMS
 from serve import memento
 from serve import openapi_schemas as schemas
@@ -69,8 +70,12 @@ async def timemap(
     if not memento.has_past(spec_path) or not _routed(request, spec_path):
         raise no_such_path(spec_path)
     family = family_of(spec_path)
-    if family is not None and spec_path not in OPEN_PATHS and SCOPE_OF[family] not in key.scopes:
-        raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {SCOPE_OF[family]!r} scope")
+    if (
+        family is not None
+        and spec_path not in OPEN_PATHS
+        and not grants(key.scopes, family, spec_path)
+    ):
+        raise ApiError(ErrorCode.FORBIDDEN, lacking(family, spec_path))
     state = await serving_state(request)
     if not state.publishes:
         raise not_found("The history keeps no publish yet")
@@ -92,8 +97,8 @@ async def timemap(
     description=(
         "Oldest first: each publish's snapshot `version`, `publishedAt`, and `changes`: per "
         "stream it changed, how many records it added or changed (`upsert`) and removed "
-        "(`delete`), for the streams whose family the key's scopes cover (others are left "
-        "out, as are streams it did not change). `changes` is null for the oldest publish "
+        "(`delete`), for the streams the key's scopes cover, by family or by stream (others "
+        "are left out, as are streams it did not change). `changes` is null for the oldest publish "
         "kept, whose changes are no longer kept. Any of them can be asked for at "
         "`/_ductwork/v1/at/{version}/<path>`."
     ),
@@ -102,7 +107,11 @@ async def timemap(
 async def publishes(request: Request, key: Annotated[ApiKey, Depends(require_key)]) -> Response:
     state = await serving_state(request)
     counts = await run_in_threadpool(request.app.state.kept_publishes.counts, state)
-    readable = {stream.name for stream in STREAMS if SCOPE_OF[stream.family] in key.scopes}
+    readable = {
+        stream.name
+        for stream in STREAMS
+        if SCOPE_OF[stream.family] in key.scopes or stream_scope(stream.name) in key.scopes
+    }
     listed: list[dict[str, Any]] = []
     for index, publish in enumerate(state.publishes):
         changed = counts.get(publish.seq, {})
