@@ -27,6 +27,7 @@ from serve.fast_answers import FastAnswers
 from serve.gzip_cache import GZIP_MINIMUM_BYTES, AnswerCache, CompressWhenAsked
 from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
+from serve.long_polls import LongPolls
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
 from serve.past import PastRequests, PastStates
@@ -126,6 +127,11 @@ def create_app(
         counter, "keyless", serve.serve_keyless_requests_per_second
     )
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
+    app.state.long_polls = LongPolls(
+        serve.serve_max_waiting,
+        serve.serve_max_waiting_per_key,
+        None if app.state.metrics.shared else app.state.metrics.registry,
+    )
     app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
     failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
     _install_error_handlers(app)
