@@ -332,6 +332,12 @@ class ServeSettings(_Base):
         ge=1,
         description="Changes-feed pages kept per worker, MiB.",
     )
+    serve_past_disk_mb: int = Field(
+        default=2048,
+        ge=1,
+        description="Disk the snapshots rebuilt for the past may take per host, MiB "
+        "(`snapshots/.past/`); the least recently made are dropped first.",
+    )
     serve_max_waiting: int = Field(
         default=512,
         ge=0,

@@ -30,7 +30,8 @@ from serve.live_snapshot import LiveSnapshot
 from serve.long_polls import LongPolls
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
-from serve.past import PastRequests, PastStates
+from serve.past import PastRequests
+from serve.past_states import PastStates
 from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
 from serve.routers import crm, health, internal, mirror, products, warehouse
@@ -145,7 +146,11 @@ def create_app(
     app.add_middleware(
         PastRequests,
         live=app.state.live,
-        past=PastStates(home.snapshots_dir, serve.serve_list_cache_mb << 20),
+        past=PastStates(
+            home.snapshots_dir,
+            serve.serve_list_cache_mb << 20,
+            disk_bytes=serve.serve_past_disk_mb << 20,
+        ),
     )
     # Outside the past's layer, which hands the spec's paths a past snapshot: those are not dated.
     app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
