@@ -88,7 +88,7 @@ class PastRequests:
         answering = {**scope, PAST_STATE: state}
         if inner is not None:
             answering.update(path=inner, raw_path=quote(inner).encode())
-        await self.app(answering, receive, _with_memento(send, publish))
+        await self.app(answering, receive, _with_memento(_telling(send, scope, answering), publish))
 
     async def _admitted(
         self, scope: Scope, spec_path: str, instant_text: str, name: str
@@ -165,6 +165,18 @@ def _require_scope(key: ApiKey, spec_path: str) -> None:
     needed = SCOPE_OF[family]
     if spec_path not in OPEN_PATHS and needed not in key.scopes:
         raise ApiError(ErrorCode.FORBIDDEN, f"This key lacks the {needed!r} scope")
+
+
+def _telling(send: Callable, outer: Scope, inner: Scope) -> Callable:
+    """``send``, first telling the outer layers what the inner ones learnt of the request: the
+    route that answered it, by which the gzip layer keys its answer (``serve.gzip_cache``)."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start" and "route" in inner:
+            outer["route"] = inner["route"]
+        await send(message)
+
+    return sending
 
 
 def _asked(scope: Scope) -> tuple[str | None, str, str] | None:
