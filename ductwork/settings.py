@@ -332,6 +332,24 @@ class ServeSettings(_Base):
         ge=1,
         description="Changes-feed pages kept per worker, MiB.",
     )
+    serve_past_disk_mb: int = Field(
+        default=2048,
+        ge=1,
+        description="Disk the snapshots rebuilt for the past may take per host, MiB "
+        "(`snapshots/.past/`); the least recently made are dropped first.",
+    )
+    serve_max_waiting: int = Field(
+        default=512,
+        ge=0,
+        description="Long polls (`wait` on the changes feed) one worker holds at once; beyond "
+        "it a request is answered at once, as without `wait`.",
+    )
+    serve_max_waiting_per_key: int = Field(
+        default=32,
+        ge=0,
+        description="Long polls one key may have held by one worker at once; beyond it, "
+        "answered at once.",
+    )
     serve_max_age_s: float | None = Field(
         default=None,
         gt=0,

@@ -95,6 +95,21 @@ def record_file_names(snapshot: Path) -> set[str]:
     return {record_file_name(snapshot, table) for table in numbered_lists()}
 
 
+def record_files_in_use(folder: Path) -> set[str]:
+    """The names of the record files in ``folder`` that a writer of another must keep: those
+    of the current snapshot (if ``folder`` holds the pointer) and of every snapshot file there
+    that a reader leases (``Lease``), the past ones a worker serves included."""
+    live = current(folder)
+    kept: set[str] = set()
+    for snapshot in folder.glob(f"*{SUFFIX}"):
+        if snapshot.name.startswith("."):  # a copy being written: it has no record file yet
+            continue
+        if (live is not None and snapshot == live.path) or in_use(snapshot):
+            with suppress(FileNotFoundError):  # pruned meanwhile
+                kept.update(record_file_names(snapshot))
+    return kept
+
+
 def new_version() -> str:
     """A sortable, unique version name: UTC time to the microsecond plus a random tail."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")

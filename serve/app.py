@@ -27,10 +27,12 @@ from serve.fast_answers import FastAnswers
 from serve.gzip_cache import GZIP_MINIMUM_BYTES, AnswerCache, CompressWhenAsked
 from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
+from serve.long_polls import LongPolls
 from serve.memento import KeptPublishes, MementoLinks
 from serve.observability import Metrics, RequestTelemetry
 from serve.openapi_docs import install_openapi
-from serve.past import PastRequests, PastStates
+from serve.past import PastRequests
+from serve.past_states import PastStates
 from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
 from serve.routers import crm, health, internal, mirror, products, timemaps, warehouse
@@ -128,6 +130,11 @@ def create_app(
         counter, "keyless", serve.serve_keyless_requests_per_second
     )
     app.state.key_limit = RequestLimit(counter, "key", serve.serve_key_requests_per_second)
+    app.state.long_polls = LongPolls(
+        serve.serve_max_waiting,
+        serve.serve_max_waiting_per_key,
+        None if app.state.metrics.shared else app.state.metrics.registry,
+    )
     app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
     failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
     _install_error_handlers(app)
@@ -145,7 +152,11 @@ def create_app(
     app.add_middleware(
         PastRequests,
         live=app.state.live,
-        past=PastStates(home.snapshots_dir, serve.serve_list_cache_mb << 20),
+        past=PastStates(
+            home.snapshots_dir,
+            serve.serve_list_cache_mb << 20,
+            disk_bytes=serve.serve_past_disk_mb << 20,
+        ),
     )
     # Outside the past's layer, whose Memento-Datetime tells a memento from the present (and
     # the data age's, whose 503 varies by Accept-Datetime too).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from ductwork.contract import params, paths
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthorized
 from ductwork.contract.paths import family_of
+from ductwork.history.feed import DEFAULT_LIMIT, MAX_LIMIT
 from ductwork.keys import OPS_SCOPE, ApiKey, KeyFile, grants, lacking
 from ductwork.streams.registry import PAIRINGS
 from serve.live_snapshot import PAST_STATE, ServingState
@@ -25,6 +26,8 @@ PAGED_LISTS = frozenset(
         *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
     }
 )
+# The changes feed, whose pages weigh by the entries they ask for (``limit``) as list pages do.
+FEED_PATH = "/_ductwork/v1/changes/"
 
 
 # Both are ``async``: they do no blocking work, and a plain ``def`` dependency costs a trip
@@ -57,22 +60,26 @@ def key_of(keys: KeyFile, authorization: str) -> ApiKey | None:
 KEY_COUNTED = "ductwork.key_counted"
 
 
-def request_cost(path: str, count: str | None) -> int:
+def request_cost(path: str, query: Mapping[str, str]) -> int:
     """What a request weighs against its key's limit: a page of a list by the records it asks
-    for (``count``, or its default), anything else one unit; so does a malformed ``count``,
-    which is answered 400 without reading a record."""
-    if path not in PAGED_LISTS:
-        return 1
+    for (``count``, or its default), a page of the changes feed likewise by its entries
+    (``limit``), anything else one unit; so does a malformed ``count`` or ``limit``, which is
+    answered 400 without reading a record."""
     try:
-        return page_cost(params.read_count(count))
+        if path in PAGED_LISTS:
+            return page_cost(params.read_count(query.get("count")))
+        if path.startswith(FEED_PATH):
+            limit = query.get("limit")
+            return page_cost(params.read_int("limit", limit, DEFAULT_LIMIT, 1, MAX_LIMIT))
     except ApiError:
-        return 1
+        pass
+    return 1
 
 
 async def count_against_key_limit(request: Request, key: ApiKey) -> None:
     """Count the request against its key's rate limit (once per request, by its cost); 429
     beyond it."""
-    cost = request_cost(request.url.path, request.query_params.get("count"))
+    cost = request_cost(request.url.path, request.query_params)
     await count_in_scope(request.scope, request.app.state.key_limit, key, cost)
 
 

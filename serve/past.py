@@ -13,22 +13,14 @@ RFC 7089 adds around them (original, TimeMap, memento) are ``serve.memento``'s.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import timedelta
 from email.utils import format_datetime as http_date
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
-from starlette.concurrency import run_in_threadpool
-
-from ductwork import file_modes, snapshot_guard, snapshots
 from ductwork.contract.encoding import format_datetime
 from ductwork.contract.errors import (
     ApiError,
@@ -41,87 +33,30 @@ from ductwork.contract.errors import (
 )
 from ductwork.contract.paths import PIM_IMAGE_SYNC, family_of
 from ductwork.history.feed import Publish
-from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at, rebuild
-from serve.deps import key_of
-from serve.live_snapshot import PAST_STATE, LiveSnapshot, ServingState, load_state
-from serve.stream_index import CACHE_BYTES
+from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
+from ductwork.keys import ApiKey, grants, lacking
+from ductwork.streams.registry import STREAMS
+from serve.deps import count_in_scope, key_of, request_cost
+from serve.live_snapshot import PAST_STATE, LiveSnapshot, ServingState
+from serve.past_states import RETRY_AFTER_S, PastBusy, PastStates, PastTooLarge
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 AT_PREFIX = "/_ductwork/v1/at/"
-PAST_FOLDER = ".past"
-KEEP_REBUILT = 4  # rebuilt snapshots kept per host, the least recently made dropped first
+# Spec paths served without a key (their past still needs one, but no family's scope).
+OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 log = logging.getLogger("ductwork.serve")
 
 
-class PastStates:
-    """The serving states of past publishes, a few per worker, least recently used dropped."""
-
-    def __init__(self, snapshots_dir: Path, cache_bytes: int = CACHE_BYTES, keep: int = 2) -> None:
-        self._dir = snapshots_dir
-        self._cache_bytes = cache_bytes
-        self._keep = keep
-        self._states: OrderedDict[str, ServingState] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, current: ServingState, publish: Publish) -> ServingState:
-        """The state of ``publish`` (a blocking call: loading may rebuild a snapshot)."""
-        with self._lock:
-            found = self._states.get(publish.version)
-            if found is not None:
-                self._states.move_to_end(publish.version)
-                return found
-            state = self._load(current, publish)
-            self._states[publish.version] = state
-            while len(self._states) > self._keep:
-                _, dropped = self._states.popitem(last=False)
-                dropped.lease.release()  # answers under way finish on its open connection
-            return state
-
-    def _load(self, current: ServingState, publish: Publish) -> ServingState:
-        kept = self._dir / f"{snapshots.PREFIX}{publish.version}{snapshots.SUFFIX}"
-        if kept.exists():
-            return load_state(snapshots.Snapshot(publish.version, kept), self._cache_bytes)
-        rebuilt = self._rebuilt(current, publish)
-        return load_state(
-            snapshots.Snapshot(publish.version, rebuilt), self._cache_bytes, with_history=False
-        )
-
-    def _rebuilt(self, current: ServingState, publish: Publish) -> Path:
-        """The rebuilt snapshot of ``publish``: made by the first worker of the host that needs
-        it, under a lock, while the others wait and then open it."""
-        folder = self._dir / PAST_FOLDER
-        modes = file_modes.current()
-        modes.make_private_dir(folder)
-        target = folder / f"past-{publish.version}{snapshots.SUFFIX}"
-        lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, modes.file_mode)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not target.exists():
-                staging = folder / f".staging-{publish.version}{snapshots.SUFFIX}"
-                staging.unlink(missing_ok=True)
-                rebuild(current.path, publish, staging)
-                modes.secure(staging)
-                snapshot_guard.write_checksum(staging, beside=target)
-                os.replace(staging, target)
-                _drop_oldest(folder, KEEP_REBUILT)
-        finally:
-            os.close(lock)
-        return target
-
-
-def _drop_oldest(folder: Path, keep: int) -> None:
-    """Keep the ``keep`` most recently made rebuilt snapshots (and their record files); a file
-    still mapped or open elsewhere stays readable there."""
-    made = sorted(folder.glob(f"past-*{snapshots.SUFFIX}"), key=lambda p: p.stat().st_mtime)
-    for old in made[:-keep]:
-        old.unlink(missing_ok=True)
-        snapshot_guard.checksum_path(old).unlink(missing_ok=True)
-
-
 class PastRequests:
-    """Answers requests for the past from the publish they name; passes every other on."""
+    """Answers requests for the past from the publish they name; passes every other on.
+
+    Everything that may refuse a request is decided before any past state is loaded: the key
+    (401), the path (404), the scope of the spec path asked (403), the instant (400, 410), the
+    key's limit for the request with what opening its publish costs the worker (``Weight``:
+    429), and whether the worker or the host is busy opening or rebuilding another (503 with
+    ``Retry-After``)."""
 
     def __init__(self, app: ASGIApp, live: LiveSnapshot, past: PastStates) -> None:
         self.app = app
@@ -144,48 +79,106 @@ class PastRequests:
             )
             await _send_problem(refused, scope["path"], send)
             return
+        spec_path = scope["path"] if inner is None else inner
         try:
-            _require_a_key(scope)
-            if inner is None and scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: no past
-                raise invalid(name, "The image sync's trigger has no past: send no Accept-Datetime")
-            state, publish = await self._state_for(instant_text, name)
+            current, publish = await self._admitted(scope, spec_path, instant_text, name)
+            state = await self._state_of(current, publish)
         except ApiError as error:
             await _send_problem(error, scope["path"], send)
             return
+        answering = {**scope, PAST_STATE: state}
         if inner is not None:
-            if family_of(inner) is None or inner == PIM_IMAGE_SYNC:
-                await _send_problem(no_such_path(inner), scope["path"], send)
-                return
-            scope = {**scope, "path": inner, "raw_path": quote(inner).encode()}
-        scope = {**scope, PAST_STATE: state}
-        await self.app(scope, receive, _with_memento(send, publish))
+            answering.update(path=inner, raw_path=quote(inner).encode())
+        await self.app(answering, receive, _with_memento(_telling(send, scope, answering), publish))
 
-    async def _state_for(self, text: str, name: str) -> tuple[ServingState, Publish]:
+    async def _admitted(
+        self, scope: Scope, spec_path: str, instant_text: str, name: str
+    ) -> tuple[ServingState, Publish]:
+        """The current state and the publish asked for, once the request may have it: 401
+        without an active key (nothing of the past is told to a caller without one), 404 for
+        no spec path, 403 without the scope of its family, 400 or 410 for the instant, each
+        counted against the key's limit as the request itself (429 first beyond it); then the
+        request and what opening its publish costs the worker, counted together (429)."""
+        key = _key(scope)
+        limit = scope["app"].state.key_limit
+        query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
+        cost = request_cost(spec_path, query)
+        try:
+            if scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: it has no past
+                raise invalid(name, "The image sync's trigger has no past: send no Accept-Datetime")
+            _require_scope(key, spec_path)
+            current, publish = self._publish_for(instant_text, name)
+        except ApiError:
+            await count_in_scope(scope, limit, key, cost)
+            raise
+        if publish.version != current.version:
+            cost += self.past.weight(publish)
+        await count_in_scope(scope, limit, key, cost)
+        return current, publish
+
+    def _publish_for(self, text: str, name: str) -> tuple[ServingState, Publish]:
+        """The current state and the publish the instant names (400, 410; 503 before the
+        first publish)."""
         current = self.live.get()
         if current is None:
             raise ApiError(ErrorCode.UNAVAILABLE, "No snapshot has been published yet")
         try:
             instant = _instant(text, name)
-            publish = publish_at(list(current.publishes), instant)
+            return current, publish_at(list(current.publishes), instant)
         except BadInstant as exc:
             raise invalid(name, str(exc)) from None
         except BeforeHistory as gone:
             raise history_unavailable(format_datetime(gone.oldest.published_at)) from None
+
+    async def _state_of(self, current: ServingState, publish: Publish) -> ServingState:
+        """The state of ``publish``; 503 while the worker or the host is busy with another."""
         if publish.version == current.version:
-            return current, publish
-        state = await run_in_threadpool(self.past.get, current, publish)
-        return state, publish
+            return current
+        try:
+            return await self.past.get(current, publish)
+        except PastBusy as busy:
+            raise ApiError(ErrorCode.UNAVAILABLE, str(busy), retry_after=RETRY_AFTER_S) from None
+        except PastTooLarge as large:
+            message = f"The past at this instant needs more disk than this host keeps ({large})"
+            raise ApiError(ErrorCode.UNAVAILABLE, message) from None
+        except Exception:
+            log.exception("could not open the snapshot of publish %s", publish.version)
+            failed = "The past at this instant could not be opened"
+            raise ApiError(ErrorCode.UNAVAILABLE, failed, retry_after=RETRY_AFTER_S) from None
 
 
-def _require_a_key(scope: Scope) -> None:
-    """401 unless the request presents an active key: nothing of the past is told to a caller
-    without one (the route that answers then checks the key's scope and its limit)."""
+def _key(scope: Scope) -> ApiKey:
+    """The active key the request presents; 401 otherwise."""
     authorization = next(
         (value.decode("latin-1") for name, value in scope["headers"] if name == b"authorization"),
         "",
     )
-    if key_of(scope["app"].state.keys, authorization) is None:
+    key = key_of(scope["app"].state.keys, authorization)
+    if key is None:
         raise unauthorized()
+    return key
+
+
+def _require_scope(key: ApiKey, spec_path: str) -> None:
+    """404 unless ``spec_path`` is a spec path the past answers; 403 unless the key holds the
+    scope of its family or of its stream (the paths served without a key need none)."""
+    family = family_of(spec_path)
+    if family is None or spec_path == PIM_IMAGE_SYNC:
+        raise no_such_path(spec_path)
+    if spec_path not in OPEN_PATHS and not grants(key.scopes, family, spec_path):
+        raise ApiError(ErrorCode.FORBIDDEN, lacking(family, spec_path))
+
+
+def _telling(send: Callable, outer: Scope, inner: Scope) -> Callable:
+    """``send``, first telling the outer layers what the inner ones learnt of the request: the
+    route that answered it, by which the gzip layer keys its answer (``serve.gzip_cache``)."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start" and "route" in inner:
+            outer["route"] = inner["route"]
+        await send(message)
+
+    return sending
 
 
 def _asked(scope: Scope) -> tuple[str | None, str, str] | None:

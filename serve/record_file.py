@@ -12,8 +12,10 @@ names come from ``ductwork.snapshots``, whose ``prune`` removes a snapshot's rec
 it. The first worker to load a snapshot writes its file under a lock while the others wait,
 then all map it; later starts of the API find it written. A worker maps the file it wrote
 before renaming it into place, and the record files of other snapshots are removed as a new
-one is written (never another list's of the same snapshot): a mapped file stays readable after
-its removal.
+one is written, but for those of the current snapshot and of any snapshot a worker serves
+(leases), a past one included, so that answering the past and the present never makes them
+rewrite each other's files (``ductwork.snapshots.record_files_in_use``); never another list's
+of the same snapshot. A mapped file stays readable after its removal.
 
 Layout: 8 bytes of magic, the records, their ``n + 1`` offsets from the first (int64), then
 ``n`` (int64).
@@ -34,7 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ductwork import file_modes
-from ductwork.snapshots import RECORDS_LOCK, RECORDS_PARTIAL, RECORDS_PREFIX
+from ductwork.snapshots import (
+    RECORDS_LOCK,
+    RECORDS_PARTIAL,
+    RECORDS_PREFIX,
+    record_files_in_use,
+)
 
 MAGIC = b"DWRECS01"
 
@@ -82,7 +89,7 @@ def open_or_write(
     """Map the record file ``name`` in the folder ``where``, writing it from ``batches``
     (string arrays of records, each ending with its comma, in list order) when no worker has
     yet. Writing it removes the other record files there but ``siblings`` (the names of the
-    same snapshot's other lists)."""
+    same snapshot's other lists) and those of snapshots current or in use."""
     modes = file_modes.current()
     target = where / name
     lock = os.open(where / RECORDS_LOCK, os.O_RDWR | os.O_CREAT, modes.file_mode)
@@ -93,8 +100,9 @@ def open_or_write(
             return _mapped(target)
         found, written = _write(where, batches, modes)
         os.replace(written, target)
+        kept = {name, *siblings, *record_files_in_use(where)}
         for other in where.glob(f"{RECORDS_PREFIX}*"):
-            if other.name != name and other.name not in siblings:
+            if other.name not in kept:
                 # another snapshot's, or a write that was cut short
                 other.unlink(missing_ok=True)  # still readable where it is mapped
         return found

@@ -85,6 +85,36 @@ def served_copy(synced_home: Path, tmp_path: Path) -> Iterator[tuple[str, Path, 
         yield url, home, app
 
 
+def test_padded_queries_of_the_past_share_one_cached_answer_as_the_present_do(
+    served_copy: tuple[str, Path, Any],
+) -> None:
+    url, home, app = served_copy
+    key_ = KeyFile(HomeSettings(home=home).keys_path).create("t", ["all"])
+    zipped = {"Authorization": f"Bearer {key_}", "Accept-Encoding": "gzip"}
+    answers = compressing_layer(app).answers
+    with httpx.Client(headers=zipped) as client:
+        version = client.get(url + UNITS).headers["x-snapshot-version"]
+        assert len(answers) == 1
+        at = f"{url}/_ductwork/v1/at/{version}{UNITS}"
+        first = client.get(at + "&utm=1")
+        assert first.headers["content-encoding"] == "gzip"
+        assert first.headers["x-snapshot-version"] == version
+        for n in range(20):
+            padded = client.get(at + f"&pad{n}=" + "x" * 2_000 + "&utm=2")
+            assert padded.content == first.content
+        # The same through Accept-Datetime on the spec's own path.
+        moment = {"Accept-Datetime": first.headers["memento-datetime"]}
+        for n in range(20):
+            padded = client.get(url + UNITS + f"&pad{n}=" + "x" * 2_000, headers=moment)
+            assert padded.headers["memento-datetime"] == moment["Accept-Datetime"]
+        # One answer under /at/, and one on the spec's path: the present's, the same bytes
+        # of the same snapshot, whichever way it was asked for.
+        assert len(answers) == 2, [key[1:3] for key in answers._answers]
+        # A parameter the route reads still makes an answer of its own.
+        client.get(at + "&count=50&pad=1")
+        assert len(answers) == 3
+
+
 def test_a_gzip_answer_is_compressed_once_and_never_served_for_a_newer_snapshot(
     served_copy: tuple[str, Path, Any],
 ) -> None:

@@ -78,10 +78,18 @@ def test_a_request_weighs_its_cost_and_waits_for_enough_of_the_window_to_leave()
 
 def test_a_pages_cost_is_a_unit_per_hundred_records_asked_for() -> None:
     assert [page_cost(n) for n in (1, 100, 101, 1000)] == [1, 1, 2, 10]
-    assert request_cost(paths.LEADS, "1000") == 10
-    assert request_cost(paths.unit_path("accessories"), None) == 1  # the default page: 100
-    assert request_cost(paths.LEADS, "abc") == 1  # answered 400 without a record read
-    assert request_cost(f"{paths.LEADS}/00Q1", "1000") == 1  # a lookup reads no page
+    assert request_cost(paths.LEADS, {"count": "1000"}) == 10
+    assert request_cost(paths.unit_path("accessories"), {}) == 1  # the default page: 100
+    assert request_cost(paths.LEADS, {"count": "abc"}) == 1  # answered 400 without a record read
+    assert request_cost(f"{paths.LEADS}/00Q1", {"count": "1000"}) == 1  # a lookup reads no page
+
+
+def test_a_feed_pages_cost_is_a_unit_per_hundred_entries_asked_for() -> None:
+    feed = "/_ductwork/v1/changes/leads"
+    assert request_cost(feed, {"limit": "10000"}) == 100  # as a hundred lead pages of 100
+    assert request_cost(feed, {}) == 10  # the default page: 1000 entries
+    assert request_cost(feed, {"limit": "50", "count": "1000"}) == 1  # the feed reads no count
+    assert request_cost(feed, {"limit": "10001"}) == 1  # answered 400 without an entry read
 
 
 def test_ipv6_clients_are_counted_by_their_slash_64() -> None:

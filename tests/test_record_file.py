@@ -1,5 +1,6 @@
 """Record files (serve/record_file.py): a large list's records in one mapped file, a page one
-slice; written once per snapshot file, shared by every worker of the host."""
+slice; written once per snapshot file, shared by every worker of the host, and never removed
+while their snapshot is current or served (the past's included: through ``ductwork serve``)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ from serve import record_file
 from serve.app import create_app
 from serve.live_snapshot import load_state
 from tests.conftest import UNLIMITED, home_with_published_snapshot
+from tests.helpers.history import home_with_publishes, snapshot_file
+from tests.helpers.serve_process import serving_process
 from tests.helpers.sync import first_answer_of_a_new_snapshot, publish_altered_copy
 
+ASSETS = "/warehouse/v1.0/digital-assets"
+AT = "/_ductwork/v1/at"
 RECORDS = [f'{{"n":{i},"text":"{"é" * (i % 7)}"}}'.encode() for i in range(2500)]
 
 
@@ -128,3 +133,32 @@ def test_a_new_snapshot_is_served_from_its_own_record_file(
     after = first_answer_of_a_new_snapshot(page, headers, before.headers["x-snapshot-version"])
     assert after.json()["data"][0] == {"changed": True}
     assert after.json()["data"][1:] == before.json()["data"][1:]
+
+
+def test_answering_the_past_keeps_the_record_files_of_the_current_snapshot_and_those_in_use(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    versions = home_with_publishes(synced_home, home, 2)
+    target = HomeSettings(home=home).snapshots_dir
+    key = KeyFile(HomeSettings(home=home).keys_path).create("reader", ["all"])
+    headers = {"Authorization": f"Bearer {key}"}
+
+    def record_files(version: str) -> dict[str, int]:
+        """The record files of that version's snapshot, by name, with their inodes."""
+        names = snapshots.record_file_names(snapshot_file(home, version))
+        return {name: (target / name).stat().st_ino for name in names if (target / name).exists()}
+
+    with serving_process(home, 1) as api, httpx.Client(headers=headers, timeout=60) as client:
+        present = client.get(f"{api.url}{ASSETS}")
+        assert present.headers["x-snapshot-version"] == versions[-1]
+        current = record_files(versions[-1])
+        assert current
+        for version in versions[:2]:
+            past = client.get(f"{api.url}{AT}/{version}{ASSETS}")
+            assert past.status_code == 200 and past.headers["x-snapshot-version"] == version
+        # Both past snapshots are served by the worker (it keeps two): the second's record
+        # file was written without removing the first's, nor the current one's.
+        assert record_files(versions[0]) and record_files(versions[1])
+        assert client.get(f"{api.url}{ASSETS}").status_code == 200
+        assert record_files(versions[-1]) == current  # the same files, never rewritten

@@ -29,6 +29,7 @@ from serve import openapi_schemas as schemas
 from serve.deps import require_key, serving_state
 from serve.gzip_cache import AnswerCache, AnswerKey
 from serve.live_snapshot import ServingState
+from serve.long_polls import LongPolls
 from serve.openapi_docs import MIRROR_ERRORS, answer
 from serve.responses import tagged
 
@@ -63,7 +64,8 @@ def require_scope(key: ApiKey, stream: Stream) -> None:
         "the net change of every key since the token's snapshot, each key once in its final "
         "state. While `hasMore`, `next` continues the same walk, pinned to the snapshot of its "
         "first page; entries are ordered by (`version`, `key`). `wait` (seconds, 0 to 60) holds "
-        "an answer with nothing new until a newer snapshot is published. "
+        "an answer with nothing new until a newer snapshot is published (a worker holds a "
+        "bounded number of such requests, in all and per key; beyond, it answers at once). "
         "`Accept: application/x-ndjson` gives one JSON object per line, `next` and `hasMore` "
         "last. A token older than the history kept is a 410 naming the oldest instant kept."
     ),
@@ -89,7 +91,11 @@ async def changes(
         return tagged(state, kept, media_type)
     page = await _page(state, found, since, size)
     if hold_s and not page.changes and not page.has_more:
-        newer = await request.app.state.live.wait_for_newer(state.version, hold_s)
+        polls: LongPolls = request.app.state.long_polls
+        newer = None
+        with polls.slot(key.key_hash) as may_wait:
+            if may_wait:  # past the worker's or the key's cap: answered now, as without wait
+                newer = await request.app.state.live.wait_for_newer(state.version, hold_s)
         if newer is not None:
             state = newer
             page = await _page(newer, found, since, size)
