@@ -31,7 +31,7 @@ from ductwork.contract.errors import (
     render,
     unauthorized,
 )
-from ductwork.contract.paths import PIM_IMAGE_SYNC, family_of
+from ductwork.contract.paths import PIM_IMAGE_SYNC, Family, family_of
 from ductwork.history.feed import Publish
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
 from ductwork.keys import ApiKey, grants, lacking
@@ -84,7 +84,10 @@ class PastRequests:
             current, publish = await self._admitted(scope, spec_path, instant_text, name)
             state = await self._state_of(current, publish)
         except ApiError as error:
-            await _send_problem(error, scope["path"], send)
+            if error.code is ErrorCode.FORBIDDEN:  # the spec path's own refusal, in its style
+                await _send_error(error, spec_path, family_of(spec_path), send)
+            else:
+                await _send_problem(error, scope["path"], send)
             return
         answering = {**scope, PAST_STATE: state}
         if inner is not None:
@@ -230,7 +233,12 @@ def _with_memento(send: Callable, publish: Publish) -> Callable:
 
 async def _send_problem(error: ApiError, path: str, send: Callable) -> None:
     """The error as a Problem: the past is the mirror's own surface."""
-    answer = render(error, None, path)
+    await _send_error(error, path, None, send)
+
+
+async def _send_error(error: ApiError, path: str, family: Family | None, send: Callable) -> None:
+    """The error in ``family``'s style (a Problem without one)."""
+    answer = render(error, family, path)
     headers = [(b"content-type", answer.media_type.encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
     headers.append((b"content-length", str(len(answer.body)).encode()))
