@@ -26,9 +26,8 @@ import httpx
 import pytest
 
 from ductwork import snapshots
-from ductwork.contract.encoding import format_datetime
+from ductwork.contract.encoding import format_datetime, parse_datetime
 from ductwork.contract.paths import LEADS, PRODUCTS_LIST
-from ductwork.history import feed
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.streams.registry import PAIRINGS, STREAMS
@@ -102,6 +101,9 @@ def unit_path(sku: str) -> str:
     return f"/products/v2.0/units/{quote(sku, safe='')}"
 
 
+KEPT = "SELECT version, published_at FROM history.publishes ORDER BY seq"
+
+
 def caught_up_token(env: dict[str, str]) -> str:
     """The token ``ductwork changes digital-assets`` prints after the whole walk."""
     done = ductwork("changes", "digital-assets", "--limit", "10000", env=env)
@@ -131,12 +133,12 @@ def history(
             found.append(
                 (current.version, upstream_held(upstream), caught_up_token(env), touched_sets)
             )
-    _, con = snapshots.open_current(folder)
-    with con:
-        kept = feed.publishes(con)
-    assert [publish.version for publish in kept] == [version for version, *_ in found]
+    listed = ductwork("sql", KEPT, "--format", "json", env=env)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    kept = json.loads(listed.stdout)
+    assert [publish["version"] for publish in kept] == [version for version, *_ in found]
     publishes = [
-        Published(version, publish.published_at, held, token, touched)
+        Published(version, parse_datetime(publish["published_at"]), held, token, touched)
         for (version, held, token, touched), publish in zip(found, kept, strict=True)
     ]
     key = KeyFile(HomeSettings(home=home).keys_path).create("memory", ["all"])
