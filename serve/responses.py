@@ -106,10 +106,15 @@ def not_modified(state: ServingState, etag: bytes) -> Response:
     return answer
 
 
-def tagged(state: ServingState, body: bytes, media_type: str) -> Response:
-    """200 with ``body`` of ``media_type``, tagged with its content and snapshot."""
+def tagged(request: Request, state: ServingState, body: bytes, media_type: str) -> Response:
+    """200 with ``body`` of ``media_type``, tagged with its content and snapshot, or its 304
+    when ``If-None-Match`` names it (in any snapshot)."""
+    etag = content_etag(body)
+    conditions = Conditions.of(request)
+    if names_body(conditions.if_none_match, etag):
+        return not_modified(state, _as_sent(etag, body, conditions.accept_encoding))
     answer = Response(content=body, media_type=media_type)
-    answer.raw_headers[:0] = [(b"etag", content_etag(body)), *_snapshot_headers(state.version)]
+    answer.raw_headers[:0] = [(b"etag", etag), *_snapshot_headers(state.version)]
     return answer
 
 

@@ -1,11 +1,13 @@
 """The data's age on every answer (serve/data_age.py): ``X-Synced-At`` from the streams' sync
 times that each publish writes (ductwork/sync_times.py), moved by a sync that changed nothing,
-copied by replicas, and ``DUCTWORK_SERVE_MAX_AGE_S`` failing a stale stream's paths and
-``/readyz`` loudly. Through ``ductwork sync`` and ``ductwork serve`` as operators run them."""
+copied by replicas, kept by a stream whose upstream fails while the others move, and
+``DUCTWORK_SERVE_MAX_AGE_S`` failing a stale stream's paths and ``/readyz`` loudly. Through
+``ductwork sync`` and ``ductwork serve`` as operators run them."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.registry import STREAMS, stream_serving
+from sandbox.fault_settings import Faults
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
@@ -173,3 +176,95 @@ def test_a_replica_copies_the_sync_times_with_the_pointer_and_leaves_out_a_forge
     store.publish(current, b'{"streams": {"products": "not a time"}}')  # a hostile bucket
     fetch_current(store, replica)
     assert sync_times.read(replica) == {"products": later}  # the last good times kept
+
+
+# Above the time from a stream's step to the publish and a server reading it, on two busy
+# cores; the test waits for the failing stream's time to grow older than this.
+MAX_AGE_S = 45
+
+
+def first_answer(
+    url: str, path: str, key: str, wanted: Callable[[httpx.Response], bool]
+) -> httpx.Response:
+    """GET ``path`` until its answer is ``wanted``; fails after the maximum age and the time
+    a server takes to read new sync times."""
+    deadline = time.monotonic() + MAX_AGE_S + SETTLE_LIMIT_S
+    while True:
+        answer = httpx.get(url + path, headers={"Authorization": f"Bearer {key}"})
+        if wanted(answer):
+            return answer
+        assert time.monotonic() < deadline, (path, answer.status_code, answer.headers)
+        time.sleep(0.1)  # polls; times nothing
+
+
+def dated(moment: str) -> Callable[[httpx.Response], bool]:
+    """Whether an answer carries ``X-Synced-At: moment``."""
+    return lambda answer: answer.headers.get("x-synced-at") == moment
+
+
+def test_a_stream_whose_upstream_fails_keeps_its_time_while_the_others_move_and_alone_goes_stale(
+    object_store: ObjectStoreServer, tmp_path: Path
+) -> None:
+    """The lead list starts answering its first page whatever the cursor: ``ductwork sync``
+    fails that stream's step and publishes nothing, and a sync of the other streams then
+    publishes. Leads keep the time of the last sync that read them, the others move; with
+    ``DUCTWORK_SERVE_MAX_AGE_S`` the leads' paths alone answer 503, in the CRM family's
+    Problem style, once that time is older than the bound."""
+    others = [asset for stream in STREAMS if stream.name != "leads" for asset in stream.assets]
+    with object_store.sandbox(6060, "tiny") as upstream:
+        env = sync_env(tmp_path, upstream, object_store, UPSTREAM_KEY)
+        synced = ductwork("sync", env=env)
+        assert synced.returncode == 0, synced.stdout[-3000:]
+        folder = HomeSettings(home=tmp_path).snapshots_dir
+        first = sync_times.read(folder)
+        key = KeyFile(HomeSettings(home=tmp_path).keys_path).create("age", ["all"])
+        plain = start_serve(tmp_path, workers=1)
+        bound = {"DUCTWORK_SERVE_MAX_AGE_S": str(MAX_AGE_S)}
+        strict = start_serve(tmp_path, 1, bound, until="answering")  # maybe stale already
+        try:
+            before = synced_headers(plain.url, key)
+            upstream.state.faults = Faults(loop_cursor=True)
+            failed = ductwork("sync", env=env)
+            rest = ductwork("sync", *(part for a in others for part in ("--select", a)), env=env)
+            after = until_changed(plain.url, key, before)
+            ready_plain = httpx.get(f"{plain.url}/readyz").json()
+
+            stale = first_answer(
+                strict.url, f"{paths.LEADS}?count=2", key, lambda found: found.status_code != 200
+            )
+            # The others, synced since, still answer, dated as the server without a bound
+            # dates them.
+            fresh = {
+                path: first_answer(strict.url, path, key, dated(after[path]))
+                for path, stream in DATA_PATHS.items()
+                if stream != "leads"
+            }
+            ready = httpx.get(f"{strict.url}/readyz")
+        finally:
+            upstream.state.faults = Faults()
+            stop_serve(plain)
+            stop_serve(strict)
+
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    failures = [line for line in failed.stdout.splitlines() if line.startswith("  FAILED ")]
+    refusal = f"  FAILED crm_leads: GET {paths.LEADS}: refused, the cursor does not move forward"
+    assert len(failures) == 1 and failures[0].startswith(refusal), failed.stdout[-3000:]
+    assert rest.returncode == 0, rest.stdout[-3000:]
+    times = sync_times.read(folder)
+    assert times["leads"] == first["leads"]
+    assert all(times[name] > first[name] for name in times if name != "leads"), times
+    for path, stream in DATA_PATHS.items():
+        if stream == "leads":
+            assert after[path] == before[path] == format_datetime(first["leads"]), path
+        else:
+            assert parse_datetime(after[path]) > parse_datetime(before[path]), path
+    assert ready_plain["synced_at"]["leads"] == format_datetime(first["leads"])
+
+    assert stale.status_code == 503 and stale.headers["retry-after"].isdigit()
+    assert stale.headers["content-type"] == "application/problem+json"  # as the CRM family's
+    problem = stale.json()
+    assert problem["status"] == 503 and problem["instance"] == paths.LEADS
+    assert problem["syncedAt"] == format_datetime(first["leads"])
+    assert all(answer.status_code == 200 for answer in fresh.values())
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "stale" and ready.json()["stale"] == ["leads"]

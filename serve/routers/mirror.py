@@ -88,7 +88,7 @@ async def changes(
     pages: AnswerCache = request.app.state.feed_pages
     kept = pages.get(_page_key(state, request, since, size, media_type))
     if kept is not None:  # only pages with changes are kept: no reason to wait
-        return tagged(state, kept, media_type)
+        return tagged(request, state, kept, media_type)
     page = await _page(state, found, since, size)
     if hold_s and not page.changes and not page.has_more:
         polls: LongPolls = request.app.state.long_polls
@@ -102,7 +102,7 @@ async def changes(
     body = _ndjson(page) if media_type == NDJSON else _json(found.name, since, page)
     if page.changes:
         pages.put(_page_key(state, request, since, size, media_type), body)
-    return tagged(state, body, media_type)
+    return tagged(request, state, body, media_type)
 
 
 def _page_key(

@@ -10,6 +10,7 @@ why in ``/readyz``; a server that starts on one answers 503 and says why. All of
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import uuid
@@ -25,11 +26,13 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.snapshot_store import StoreLocation
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
+from tests.helpers.bursts import logged_pids
 from tests.helpers.cli import ductwork, sync_env
-from tests.helpers.serve_process import serving_process, start_serve, stop_serve
+from tests.helpers.serve_process import RunningApi, serving_process, start_serve, stop_serve
 from tests.helpers.sync import mutate
 
 POLL_S = 1.0
+WORKERS = 2
 WAIT_S = 60.0  # a poll, a download and a load, on two shared cores
 # In the server's environment: an answer that carries it has read the process's environment.
 CANARY = f"canary-{uuid.uuid4().hex}"
@@ -51,9 +54,10 @@ def hostile_copy(genuine: Path, target: Path, statements: str = ENVIRONMENT_VIEW
     return target
 
 
-def ready(url: str) -> dict:
-    """``/readyz``'s status and body, on a fresh connection."""
-    answer = httpx.get(f"{url}/readyz", timeout=10, headers={"Connection": "close"})
+def ready(url: str, request_id: str | None = None) -> dict:
+    """``/readyz``'s status and body, on a fresh connection (under ``request_id`` if given)."""
+    headers = {"Connection": "close", **({"X-Request-ID": request_id} if request_id else {})}
+    answer = httpx.get(f"{url}/readyz", timeout=10, headers=headers)
     return {"status_code": answer.status_code, **answer.json()}
 
 
@@ -68,18 +72,27 @@ def until_ready_says(url: str, wanted: str, key: str) -> dict:
     raise AssertionError(f"/readyz never said {wanted!r} in {key!r}: {ready(url)}")
 
 
-def until_every_worker_serves(url: str, version: str, streak: int = 8) -> list[dict]:
-    """The ``/readyz`` answers of ``streak`` fresh connections in a row (each may reach
-    either worker) that find ``version`` served: the server is ready when its first worker
-    is, the other may still be loading; fails after ``WAIT_S``."""
+def until_every_worker_serves(api: RunningApi, access_log: Path, version: str) -> dict[int, dict]:
+    """Each worker's latest ``/readyz`` answer, once every worker's finds ``version`` served.
+
+    The server is ready when its first worker is; the other may still be loading. Which worker
+    answered a fresh connection is the kernel's choice: the access log names its pid. Asks
+    until ``WORKERS`` pids of the server's own process group have answered, the latest answer
+    of each finding ``version``; fails after ``WAIT_S``."""
     deadline = time.monotonic() + WAIT_S
-    seen: list[dict] = []
-    while len(seen) < streak:
-        assert time.monotonic() < deadline, f"not every worker served {version}: {ready(url)}"
-        found = ready(url)
-        seen = [*seen, found] if found.get("snapshot") == version else []
-        time.sleep(0.05)
-    return seen
+    latest: dict[int, dict] = {}
+    while True:
+        request_id = f"ready-{uuid.uuid4().hex}"
+        found = ready(api.url, request_id)
+        pid = logged_pids([access_log], {request_id}).get(request_id)
+        assert pid is not None, f"{request_id} is not in the access log"
+        assert os.getpgid(pid) == api.process.pid, f"pid {pid} is not one of the server's"
+        latest[pid] = found
+        assert len(latest) <= WORKERS, latest
+        if len(latest) == WORKERS and all(a.get("snapshot") == version for a in latest.values()):
+            return latest
+        assert time.monotonic() < deadline, f"not every worker served {version}: {latest}"
+        time.sleep(0.05)  # polls; times nothing
 
 
 def point_at(client: Any, location: StoreLocation, name: str) -> None:
@@ -122,8 +135,14 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
         good = snapshots.current(HomeSettings(home=publisher).snapshots_dir)
         assert good is not None
-        with serving_process(tmp_path / "replica", workers=2, settings=replica_settings) as api:
-            until_every_worker_serves(api.url, good.version)
+        access_log = tmp_path / "access.log"
+        with (
+            access_log.open("wb") as log,
+            serving_process(
+                tmp_path / "replica", WORKERS, settings=replica_settings, stdout=log
+            ) as api,
+        ):
+            until_every_worker_serves(api, access_log, good.version)
 
             # Someone with write access to the prefix: a file, its checksum, the pointer.
             attack = tmp_path / f"{snapshots.PREFIX}{snapshots.new_version()}{snapshots.SUFFIX}"
@@ -156,7 +175,7 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
             newest = snapshots.current(HomeSettings(home=publisher).snapshots_dir)
             assert newest is not None and newest.version != good.version
             # Each worker follows the store on its own: both must have moved on.
-            after = until_every_worker_serves(api.url, newest.version)
+            after = until_every_worker_serves(api, access_log, newest.version)
 
     assert refused["status_code"] == 200 and refused["snapshot"] == good.version
     assert "no publish makes" in refused["refused"], refused
@@ -167,7 +186,7 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
     assert "does not match the checksum" in mismatch["refused"], mismatch
     assert page_meanwhile.status_code == 200 and CANARY not in page_meanwhile.text
     assert not tampered_kept, "a download that failed its checksum was kept"
-    assert not [answer for answer in after if "refused" in answer], after
+    assert not [answer for answer in after.values() if "refused" in answer], after
 
 
 def test_a_server_that_starts_on_a_hostile_snapshot_serves_nothing_and_says_why(
