@@ -189,8 +189,7 @@ async def post(
 def delivering(store: SubscriptionStore, subscription: Subscription) -> Iterator[bool]:
     """Hold the subscription's delivery lock if no other process does (yields whether it was
     taken); the lock goes with the process, so a killed deliverer never keeps it."""
-    store.folder.mkdir(parents=True, exist_ok=True)
-    with open(store.folder / f"{subscription.id}.lock", "a+b") as handle:
+    with open(store.private_file(f"{subscription.id}.lock"), "a+b") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
