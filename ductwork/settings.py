@@ -175,6 +175,14 @@ class NotificationSettings(_Base):
         "answer's last header (at most 10); a publishing run's deliveries all end within this "
         "long, whatever its subscribers do.",
     )
+    webhook_served_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=30,
+        description="Seconds a publishing run waits, before its notifications leave, for every "
+        "local `ductwork serve` worker on the data folder to serve the publish (at most 30); "
+        "then they leave anyway, with a warning naming the workers behind.",
+    )
     webhook_backoff_s: float = Field(
         default=30.0,
         gt=0,

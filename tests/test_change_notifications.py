@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,7 +22,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from ductwork import snapshots
+from ductwork import serving_workers, snapshots
 from ductwork.history import feed
 from ductwork.notifications.delivery import (
     MAX_PARALLEL,
@@ -277,6 +278,30 @@ def test_a_pass_over_more_trickling_subscribers_than_are_told_at_once_ends_withi
     assert list(states.values()).count("more") >= count - MAX_PARALLEL
     not_failing = {sub.name for sub in store.all() if sub.failing_since is None}
     assert not_failing == {name for name, state in states.items() if state == "more"}
+
+
+def test_a_sync_notifies_after_its_wait_for_local_workers_naming_those_still_behind(
+    env: dict[str, str], notifying_upstream: SandboxHandle
+) -> None:
+    env = {**env, "DUCTWORK_WEBHOOK_SERVED_WAIT_S": "1"}
+    snapshots_dir = HomeSettings(home=Path(env["DUCTWORK_HOME"])).snapshots_dir
+    # A read-API worker as ``ductwork serve`` announces one: a live pid, the version it serves.
+    worker = subprocess.Popen(["sleep", "600"])
+    try:
+        serving_workers.announce(snapshots_dir, "0", worker.pid)
+        with subscriber_server() as subscriber:
+            subscriber.secret = subscribe(env, "hook", subscriber.url, "digital-assets")
+            mutate(notifying_upstream, assets_added=1)
+            sync(env)
+            got = subscriber.acknowledged()
+    finally:
+        worker.kill()
+        worker.wait()
+
+    assert [d.body["stream"] for d in got] == ["digital-assets"]  # delivered anyway
+    metadata = latest_metadata(env, "change_notifications")
+    assert metadata["workers_behind"] == f"pid {worker.pid} serves 0"
+    assert 1.0 <= float(metadata["workers_wait_s"]) < 1.0 + STEP_SLACK_S
 
 
 def test_replay_delivers_the_same_notifications_again_in_order_and_resumes_a_paused_one(
