@@ -1,6 +1,14 @@
-"""Change notifications, delivered by the run that published: the step after the publish."""
+"""Change notifications, delivered by the run that published: the step after the publish.
+
+The step first waits for this host's read-API workers to serve the publish (a subscriber told
+of changes reads them next), at most ``DUCTWORK_WEBHOOK_SERVED_WAIT_S``; its deliveries then
+end within ``DUCTWORK_WEBHOOK_TIMEOUT_S``. So the step lasts at most the sum of the two, and
+subscribers, whatever they do, account for the second only.
+"""
 
 # No ``from __future__ import annotations``: Dagster reads the ``context`` annotation as an object.
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -8,16 +16,19 @@ import dagster as dg
 from assets.ingest import OWNERS
 from assets.publish import serving_snapshot
 from assets.resources import DataHome
-from ductwork import snapshots
-from ductwork.notifications.delivery import Outcome, deliver_all, summary
+from ductwork import serving_workers, snapshots
+from ductwork.notifications.delivery import Outcome, deliver, deliver_all, plan, summary
 from ductwork.notifications.subscriptions import SubscriptionStore
 from ductwork.settings import HomeSettings, NotificationSettings, load
 
 # The steps of every publish, in order: the snapshot, then the notifications of its changes.
 PUBLISH_ASSETS = ("serving_snapshot", "change_notifications")
-# How long the step starts deliveries, in timeouts of one delivery: a subscriber that does not
-# answer delays the run's end by about one timeout; what is left goes to the retry sensor.
-BUDGET_IN_TIMEOUTS = 4
+# How long a delivery pass may last, in timeouts of one delivery. The publishing run's pass
+# ends within one: whatever its subscribers do, they delay the run by one timeout at most, and
+# what is left goes to the retry sensor, whose passes may take longer (within the minute
+# Dagster gives a sensor's evaluation).
+RUN_BUDGET_IN_TIMEOUTS = 1
+SENSOR_BUDGET_IN_TIMEOUTS = 4
 
 
 @dg.asset(
@@ -28,30 +39,85 @@ BUDGET_IN_TIMEOUTS = 4
     description=(
         "Signed POSTs to the subscribers of every stream this publish changed (ductwork "
         "subscriptions): a pointer into the changes feed per stream, in order, each subscriber's "
-        "cursor moved on a 2xx only. What a failing subscriber missed is retried by the sensor "
-        "retry_change_notifications; a subscriber failing for DUCTWORK_WEBHOOK_GIVE_UP_S is "
-        "paused, as this step's metadata shows."
+        "cursor moved on a 2xx only. They leave once every local ductwork serve worker serves "
+        "the publish (DUCTWORK_WEBHOOK_SERVED_WAIT_S at most; workers still behind are named in "
+        "the metadata), and all end within DUCTWORK_WEBHOOK_TIMEOUT_S. What a failing subscriber "
+        "missed is retried by the sensor retry_change_notifications; a subscriber failing for "
+        "DUCTWORK_WEBHOOK_GIVE_UP_S is paused, as this step's metadata shows."
     ),
 )
 def change_notifications(
     context: dg.AssetExecutionContext, data_home: DataHome
 ) -> dg.MaterializeResult:
-    """Deliver what the newly published snapshot's history has for each subscription."""
-    outcomes = deliver_pending(HomeSettings(home=Path(data_home.path)))
-    context.log.info(summary(outcomes))
-    return dg.MaterializeResult(metadata=outcome_metadata(outcomes))
+    """Deliver what the newly published snapshot's history has for each subscription, once the
+    local read-API workers serve it."""
+    told = notify_publish(HomeSettings(home=Path(data_home.path)))
+    if told.behind:
+        context.log.warning(
+            f"notifying although {len(told.behind)} local read-API worker(s) still serve an "
+            f"older snapshot than {told.version} after {told.waited_s:.1f} s: "
+            f"{workers_text(told.behind)}"
+        )
+    context.log.info(summary(told.outcomes))
+    return dg.MaterializeResult(
+        metadata={
+            **outcome_metadata(told.outcomes),
+            "workers_behind": workers_text(told.behind) or "none",
+            "workers_wait_s": round(told.waited_s, 3),
+        }
+    )
 
 
-def deliver_pending(home: HomeSettings) -> list[Outcome]:
-    """One delivery pass over the subscriptions of the data folder ``home`` (nothing is opened
-    when there are none)."""
+@dataclass(frozen=True)
+class PublishNotified:
+    """The publishing run's delivery pass: its outcomes, and the local read-API workers still
+    serving a snapshot older than the publish ``version`` (pid: version) after ``waited_s``."""
+
+    version: str | None
+    outcomes: list[Outcome]
+    behind: dict[int, str]
+    waited_s: float
+
+
+def notify_publish(home: HomeSettings) -> PublishNotified:
+    """Tell the subscribers of the data folder ``home`` what the current snapshot's history has
+    for them, after waiting (``DUCTWORK_WEBHOOK_SERVED_WAIT_S`` at most) for every local worker
+    of ``ductwork serve`` to serve that snapshot, so a subscriber woken by a notification reads
+    the new data from this host's API. The deliveries end within one delivery timeout."""
+    store = SubscriptionStore(home.notifications_dir)
+    if not store.all():
+        return PublishNotified(None, [], {}, 0.0)
+    settings = load(NotificationSettings)
+    snapshot, con = snapshots.open_current(home.snapshots_dir)
+    with con:
+        planned = plan(store, con)
+    behind: dict[int, str] = {}
+    started = time.monotonic()
+    if planned.has_news():
+        behind = serving_workers.wait_until_served(
+            home.snapshots_dir, snapshot.version, settings.webhook_served_wait_s
+        )
+    waited_s = time.monotonic() - started
+    budget_s = RUN_BUDGET_IN_TIMEOUTS * settings.webhook_timeout_s
+    outcomes = deliver(store, planned, settings, budget_s)
+    return PublishNotified(snapshot.version, outcomes, behind, waited_s)
+
+
+def workers_text(behind: dict[int, str]) -> str:
+    """The workers behind, as a log line or the metadata names them: pid and version served."""
+    return ", ".join(f"pid {pid} serves {version}" for pid, version in sorted(behind.items()))
+
+
+def deliver_pending(home: HomeSettings, budget_in_timeouts: float) -> list[Outcome]:
+    """One delivery pass over the subscriptions of the data folder ``home``, ended within
+    ``budget_in_timeouts`` delivery timeouts (nothing is opened when there are none)."""
     store = SubscriptionStore(home.notifications_dir)
     if not store.all():
         return []
     settings = load(NotificationSettings)
     _, con = snapshots.open_current(home.snapshots_dir)
     with con:
-        return deliver_all(store, con, settings, BUDGET_IN_TIMEOUTS * settings.webhook_timeout_s)
+        return deliver_all(store, con, settings, budget_in_timeouts * settings.webhook_timeout_s)
 
 
 def outcome_metadata(outcomes: list[Outcome]) -> dict[str, object]:

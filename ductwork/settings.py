@@ -168,11 +168,20 @@ class NotificationSettings(_Base):
     webhook_timeout_s: float = Field(
         default=5.0,
         gt=0,
-        # A delivery pass starts none after four timeouts and must end within the minute
+        # The sensor's delivery pass lasts four timeouts at most and must end within the minute
         # Dagster gives a sensor's evaluation.
         le=10,
-        description="Seconds one delivery may take, connecting and answering (at most 10); a "
-        "publishing run waits at most about this long for a subscriber that does not answer.",
+        description="Seconds one change-notification delivery may take, from connecting to the "
+        "answer's last header (at most 10); a publishing run's deliveries all end within this "
+        "long, whatever its subscribers do.",
+    )
+    webhook_served_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=30,
+        description="Seconds a publishing run waits, before its notifications leave, for every "
+        "local `ductwork serve` worker on the data folder to serve the publish (at most 30); "
+        "then they leave anyway, with a warning naming the workers behind.",
     )
     webhook_backoff_s: float = Field(
         default=30.0,

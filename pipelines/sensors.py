@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.notifications import deliver_pending
+from assets.notifications import SENSOR_BUDGET_IN_TIMEOUTS, deliver_pending
 from ductwork.notifications.delivery import summary
 from ductwork.settings import AlertSettings, HomeSettings, RunSettings, load
 
@@ -86,7 +86,7 @@ def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
 def retry_change_notifications(context: dg.SensorEvaluationContext) -> dg.SkipReason:
     """Deliver what every due subscription has still to be told."""
     try:
-        outcomes = deliver_pending(load(HomeSettings))
+        outcomes = deliver_pending(load(HomeSettings), SENSOR_BUDGET_IN_TIMEOUTS)
     except FileNotFoundError:  # nothing published yet
         return dg.SkipReason("no snapshot published yet")
     text = summary(outcomes)

@@ -8,7 +8,7 @@ import time
 
 from ductwork import snapshots
 from ductwork.history import feed
-from ductwork.notifications.delivery import head_seq, pending, tell
+from ductwork.notifications.delivery import head_seq, pending, tell_now
 from ductwork.notifications.subscriptions import SubscriptionError, SubscriptionStore
 from ductwork.settings import HomeSettings, NotificationSettings, load
 from ductwork.streams.registry import STREAMS
@@ -92,7 +92,7 @@ def replay(name: str, since: str) -> int:
         delivered = 0
         while True:
             current = store.get(name)
-            outcome = tell(store, current, pending(con, current), settings, deadline)
+            outcome = tell_now(store, current, pending(con, current), settings, deadline)
             delivered += outcome.delivered
             if outcome.state != "more" or time.monotonic() >= deadline:
                 break

@@ -1,6 +1,7 @@
 """Change notifications through the commands operators run: ``ductwork subscriptions`` and
 ``ductwork sync`` on a data folder's instance on disk, a real subscriber on loopback verifying
-every delivery with the ``standardwebhooks`` package, and a subscriber that never answers.
+every delivery with the ``standardwebhooks`` package, a subscriber that never answers and one
+that trickles its answer's headers a byte at a time.
 
 The retries (and the failed-run alert) through a real Dagster daemon are in
 ``tests/test_daemon_sensors.py``.
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -19,20 +22,33 @@ import dagster as dg
 import duckdb
 import pytest
 
-from ductwork import snapshots
+from ductwork import serving_workers, snapshots
 from ductwork.history import feed
-from ductwork.notifications.delivery import Notification, pending
+from ductwork.notifications.delivery import (
+    MAX_PARALLEL,
+    Notification,
+    Plan,
+    deliver,
+    pending,
+    tell_now,
+)
 from ductwork.notifications.subscriptions import Subscription, SubscriptionStore, backoff_s
-from ductwork.settings import HomeSettings
+from ductwork.settings import HomeSettings, NotificationSettings
 from ductwork.streams.registry import PAIRINGS
 from ductwork.warehouse.schema import schema_sql
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.sync import mutate
-from tests.helpers.webhooks import silent_subscriber, subscriber_server
+from tests.helpers.webhooks import silent_subscriber, subscriber_server, trickling_subscriber
 
 SYNC_LIMIT_S = 600
+TIMEOUT_S = 2.0  # DUCTWORK_WEBHOOK_TIMEOUT_S in these tests
+# Beyond the timeout: the step's own work (opening the snapshot, the subscriptions file) ...
+STEP_SLACK_S = 2.0
+# ... and from the publish to the process's exit, the run's end too, on a busy machine.
+EXIT_SLACK_S = 10.0
+CLOSE_LIMIT_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +84,7 @@ def env(
     shutil.copytree(first_synced, home, symlinks=True)
     return {
         **sync_env(home, notifying_upstream, object_store, UPSTREAM_KEY),
-        "DUCTWORK_WEBHOOK_TIMEOUT_S": "2",
+        "DUCTWORK_WEBHOOK_TIMEOUT_S": str(TIMEOUT_S),
     }
 
 
@@ -82,9 +98,37 @@ def subscribe(env: dict[str, str], name: str, url: str, *streams: str) -> str:
     return secret
 
 
-def sync(env: dict[str, str]) -> None:
+def sync(env: dict[str, str]) -> float:
+    """``ductwork sync`` as a process; when it exited (wall clock)."""
     done = ductwork("sync", env=env, timeout=SYNC_LIMIT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return time.time()
+
+
+def step_times(env: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """When each step of the folder's latest run started and succeeded (wall clock)."""
+    dagster_home = HomeSettings(home=Path(env["DUCTWORK_HOME"])).dagster_home
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        [run] = instance.get_runs(limit=1)
+        events = instance.all_logs(run.run_id)
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    for event in events:
+        kind = event.dagster_event_type
+        if kind == dg.DagsterEventType.STEP_START:
+            started[str(event.step_key)] = event.timestamp
+        elif kind == dg.DagsterEventType.STEP_SUCCESS:
+            ended[str(event.step_key)] = event.timestamp
+    return {step: (started[step], ended[step]) for step in ended}
+
+
+def assert_delayed_one_timeout_at_most(env: dict[str, str], exited: float) -> None:
+    """The notification step of the latest run took one delivery timeout (and its own work),
+    and the process exited within about that long after the publish."""
+    steps = step_times(env)
+    started, ended = steps["change_notifications"]
+    assert ended - started <= TIMEOUT_S + STEP_SLACK_S, steps
+    assert exited - steps["serving_snapshot"][1] <= TIMEOUT_S + EXIT_SLACK_S, steps
 
 
 def listed(env: dict[str, str]) -> dict[str, list[str]]:
@@ -154,14 +198,15 @@ def test_a_subscriber_that_never_answers_is_paused_and_holds_up_no_other(
         subscriber.secret = subscribe(env, "answering", subscriber.url, "digital-assets")
         subscribe(env, "silent", silent_url, "digital-assets")
         mutate(notifying_upstream, assets_added=3)
-        sync(env)  # bounded by the delivery timeout: the test's own limit would fail it
+        exited = sync(env)
         answered = subscriber.acknowledged()
 
+    assert_delayed_one_timeout_at_most(env, exited)
     assert [d.body["stream"] for d in answered] == ["digital-assets"]
     assert answered[0].verified
     rows = listed(env)
     assert rows["silent"][-1].startswith("paused since ")
-    assert "not reached (ReadTimeout)" in rows["silent"][-1]
+    assert "no answer within" in rows["silent"][-1]
     # The first folder's sync was publish 1: the silent one's cursor did not move past it.
     assert rows["silent"][3] == "told up to publish 1"
     assert rows["answering"][3] == "told up to publish 2 digital-assets"
@@ -169,6 +214,94 @@ def test_a_subscriber_that_never_answers_is_paused_and_holds_up_no_other(
     assert metadata["paused"] == "silent" and metadata["delivered"] == 1
     # Nothing of the subscriber's address reaches the Dagster UI.
     assert silent_url.split("//")[1] not in json.dumps(metadata, default=str)
+
+
+def test_a_subscriber_trickling_its_headers_delays_the_publishing_run_one_timeout_at_most(
+    env: dict[str, str], notifying_upstream: SandboxHandle
+) -> None:
+    with subscriber_server() as subscriber, trickling_subscriber() as trickler:
+        subscriber.secret = subscribe(env, "answering", subscriber.url, "digital-assets")
+        subscribe(env, "trickling", trickler.url, "digital-assets")
+        mutate(notifying_upstream, assets_added=2)
+        exited = sync(env)
+        answered = subscriber.acknowledged()
+
+    # A byte every half second kept every read alive; the exchange's deadline cut it off.
+    assert_delayed_one_timeout_at_most(env, exited)
+    assert [d.body["stream"] for d in answered] == ["digital-assets"]
+    rows = listed(env)
+    assert rows["trickling"][3] == "told up to publish 1"  # the cursor did not move
+    assert rows["trickling"][-1].startswith("failing since ")
+    assert "no answer within" in rows["trickling"][-1]
+    assert rows["answering"][3] == "told up to publish 2 digital-assets"
+    metadata = latest_metadata(env, "change_notifications")
+    assert metadata["failing"] == "trickling" and metadata["delivered"] == 1
+
+
+def test_a_delivery_to_a_trickling_subscriber_ends_at_its_deadline_and_closes_its_connection(
+    tmp_path: Path,
+) -> None:
+    store = SubscriptionStore(tmp_path)
+    note = Notification(1, "v1", "leads", 1, 0, None, "next")
+    settings = NotificationSettings(webhook_timeout_s=1.0)
+    with trickling_subscriber(byte_every_s=0.2) as trickler:
+        subscription = store.add("trickling", trickler.url, ["leads"], 0)
+        started = time.monotonic()
+        outcome = tell_now(store, subscription, [note], settings, started + 60)
+        took = time.monotonic() - started
+        # Closed by the delivery itself (this process lives on): seen at the next byte sent.
+        trickler.wait_until_closed(1, CLOSE_LIMIT_S)
+    assert outcome.state == "failing" and outcome.error == "no answer within 1.0 s"
+    assert 1.0 <= took <= 1.0 + STEP_SLACK_S
+    assert store.get("trickling").cursor_seq == 0
+
+
+def test_a_pass_over_more_trickling_subscribers_than_are_told_at_once_ends_within_its_budget(
+    tmp_path: Path,
+) -> None:
+    store = SubscriptionStore(tmp_path)
+    note = Notification(1, "v1", "leads", 1, 0, None, "next")
+    settings = NotificationSettings(webhook_timeout_s=1.0)
+    count = MAX_PARALLEL + 4
+    with trickling_subscriber(byte_every_s=0.2) as trickler:
+        for n in range(count):
+            store.add(f"t{n:02d}", trickler.url, ["leads"], 0)
+        planned = Plan(work=[(sub, [note]) for sub in store.all()], not_due=[])
+        started = time.monotonic()
+        outcomes = deliver(store, planned, settings, budget_s=1.0)
+        took = time.monotonic() - started
+    assert took <= 1.0 + STEP_SLACK_S
+    states = {outcome.name: outcome.state for outcome in outcomes}
+    # Those whose turn came had the timeout and failed; those whose turn came too late are
+    # left for the next pass, counted against no one.
+    assert set(states.values()) == {"failing", "more"}
+    assert list(states.values()).count("more") >= count - MAX_PARALLEL
+    not_failing = {sub.name for sub in store.all() if sub.failing_since is None}
+    assert not_failing == {name for name, state in states.items() if state == "more"}
+
+
+def test_a_sync_notifies_after_its_wait_for_local_workers_naming_those_still_behind(
+    env: dict[str, str], notifying_upstream: SandboxHandle
+) -> None:
+    env = {**env, "DUCTWORK_WEBHOOK_SERVED_WAIT_S": "1"}
+    snapshots_dir = HomeSettings(home=Path(env["DUCTWORK_HOME"])).snapshots_dir
+    # A read-API worker as ``ductwork serve`` announces one: a live pid, the version it serves.
+    worker = subprocess.Popen(["sleep", "600"])
+    try:
+        serving_workers.announce(snapshots_dir, "0", worker.pid)
+        with subscriber_server() as subscriber:
+            subscriber.secret = subscribe(env, "hook", subscriber.url, "digital-assets")
+            mutate(notifying_upstream, assets_added=1)
+            sync(env)
+            got = subscriber.acknowledged()
+    finally:
+        worker.kill()
+        worker.wait()
+
+    assert [d.body["stream"] for d in got] == ["digital-assets"]  # delivered anyway
+    metadata = latest_metadata(env, "change_notifications")
+    assert metadata["workers_behind"] == f"pid {worker.pid} serves 0"
+    assert 1.0 <= float(metadata["workers_wait_s"]) < 1.0 + STEP_SLACK_S
 
 
 def test_replay_delivers_the_same_notifications_again_in_order_and_resumes_a_paused_one(

@@ -1,7 +1,8 @@
 """The daemon's sensors on a data folder's instance on disk, through ``ductwork dev`` (the
 webserver and a real Dagster daemon) as operators run it: the failed-run alert reaches its
-webhook, and a subscriber that was down is told later, in order, by the retry sensor, its
-cursor unmoved until it answered 2xx. Removing either sensor from the Definitions fails here.
+webhook, and a subscriber that was down (or trickled its answer past the delivery's deadline)
+is told later, in order, by the retry sensor, its cursor unmoved until it answered 2xx.
+Removing either sensor from the Definitions fails here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import dagster_dev, ductwork, sync_env
 from tests.helpers.sync import mutate
-from tests.helpers.webhooks import Subscriber, subscriber_server
+from tests.helpers.webhooks import Subscriber, subscriber_server, trickling_subscriber
 
 START_LIMIT_S = 240
 TICK_LIMIT_S = 120  # the daemon's first sensor pass, with room
@@ -140,3 +141,42 @@ def test_a_subscriber_down_then_up_is_told_in_order_by_the_retry_sensor(
     ]
     # The sensor's ticks (what the Dagster UI shows of it) say it delivered them.
     assert any(reason.split()[0] in {"1", "2"} and "delivered" in reason for reason in skipped)
+
+
+def subscription_row(env: dict[str, str], name: str) -> list[str]:
+    """The subscription's line of ``ductwork subscriptions list``, split at its tabs."""
+    listed = ductwork("subscriptions", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("\t") for line in listed.stdout.splitlines()]
+    return next(row for row in rows if row[0] == name)
+
+
+def test_a_subscriber_trickling_its_headers_fails_and_is_told_by_the_sensor_once_it_answers(
+    daemon: tuple[Daemon, SandboxHandle],
+) -> None:
+    state, upstream = daemon
+    with trickling_subscriber() as trickler:
+        added = ductwork(
+            "subscriptions", "add", "trickling", "--url", trickler.url,
+            "--stream", "digital-assets", env=state.env,
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        cursor = subscription_row(state.env, "trickling")[3]
+        mutate(upstream, assets_added=2)
+        synced = ductwork("sync", env=state.env)
+        assert synced.returncode == 0, synced.stdout[-3000:]
+        # The run's step or the sensor, whichever took the subscriber's lock, cut it off.
+        deadline = time.monotonic() + TICK_LIMIT_S
+        while not (row := subscription_row(state.env, "trickling"))[4].startswith("failing"):
+            assert time.monotonic() < deadline, row
+            time.sleep(0.5)  # polling for the failure to be recorded, not timing it
+        assert "no answer within" in row[4]
+        assert row[3] == cursor  # unmoved
+
+        trickler.answer = True  # well-behaved from now on: only the sensor delivers
+        told = trickler.wait_for(1, RETRY_LIMIT_S)
+
+    assert told[0].startswith("msg_")
+    row = subscription_row(state.env, "trickling")
+    assert row[3] != cursor and row[3].endswith(" digital-assets")
+    assert row[4].strip() == "active"

@@ -1,21 +1,27 @@
-"""The data folder after real commands (``sync``, ``keys create`` and ``serve`` answering
-requests): nothing in it readable by other local users, or by one named group only; a folder left
-readable is tightened."""
+"""The data folder after real commands (``sync``, ``keys create``, ``subscriptions add`` and
+``serve`` answering requests): nothing in it readable by other local users, or by one named group
+only; a folder left readable is tightened."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ductwork.file_modes import FileModes, tighten_home
+from ductwork.notifications.delivery import delivering
+from ductwork.notifications.subscriptions import SubscriptionStore
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
 from tests.helpers.cli import ductwork, free_ports, sync_env
 from tests.helpers.groups import a_group_to_share_with
 from tests.helpers.serve_process import serving_process
+from tests.helpers.webhooks import subscriber_server
 
 
 def modes_under(home: Path) -> dict[str, tuple[int, int]]:
@@ -45,6 +51,13 @@ def create_key(env: dict[str, str]) -> str:
     return made.stdout.strip().splitlines()[-1]
 
 
+def subscribe(env: dict[str, str], url: str) -> None:
+    """``ductwork subscriptions add`` of a subscriber to the products (the signing secrets'
+    file)."""
+    added = ductwork("subscriptions", "add", "hook", "--url", url, "--stream", "products", env=env)
+    assert added.returncode == 0, added.stderr
+
+
 def serve_and_ask(home: Path, key: str, settings: dict[str, str]) -> set[str]:
     """Run ``ductwork serve`` (two workers) over ``home`` until it has answered a page of
     digital assets, read from the record file it writes beside the snapshot, and a
@@ -71,8 +84,10 @@ def test_a_synced_and_published_data_folder_is_private_to_its_owner(
 ) -> None:
     home = tmp_path / "home"
     env = sync_env(home, upstream, object_store, UPSTREAM_KEY)
-    done = ductwork("sync", "--select", "group:catalog", env=env)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with subscriber_server() as subscriber:
+        subscribe(env, subscriber.url)
+        done = ductwork("sync", "--select", "group:catalog", env=env)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     key = create_key(env)
     served = serve_and_ask(home, key, {})
     found = modes_under(home)
@@ -80,6 +95,7 @@ def test_a_synced_and_published_data_folder_is_private_to_its_owner(
     for name in [
         "warehouse.duckdb", "warehouse.lease", "api-keys.json", "snapshots/CURRENT",
         "snapshots/WAREHOUSE-STAMP", "dagster/dagster.yaml", "dagster/storage",
+        "notifications", "notifications/subscriptions.sqlite",
     ]:  # fmt: skip
         assert name in found, sorted(found)
     assert any(name.startswith("snapshots/snapshot-") for name in found)
@@ -101,8 +117,10 @@ def test_a_folder_an_earlier_release_left_readable_is_tightened_to_the_file_grou
         **sync_env(home, upstream, object_store, UPSTREAM_KEY),
         "DUCTWORK_FILE_GROUP": group.gr_name,
     }
+    subscribe(env, "http://127.0.0.1:9/hooks")
     done = ductwork("sync", "--select", "group:catalog", env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "notifications/subscriptions.sqlite" in modes_under(home)
     assert "dagster/dagster.yaml" in modes_under(home)
     key = create_key(env)
     serve_and_ask(home, key, {"DUCTWORK_FILE_GROUP": group.gr_name})
@@ -142,3 +160,39 @@ def test_the_whole_folder_is_walked_once_per_rule_then_only_its_top(tmp_path: Pa
     shared = FileModes(a_group_to_share_with().gr_gid)
     tighten_home(tmp_path, shared)  # another rule: the whole folder again
     assert wrong_modes(tmp_path, 0o640, 0o2750, shared.gid) == {}
+
+
+def test_the_subscriptions_file_its_journal_its_locks_and_folder_follow_the_rule_under_any_mask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In this process, as the daemon's sensor runs the same code: a mask that would leave new
+    # files readable by everyone, so only the modes ductwork sets itself can make them private.
+    group = a_group_to_share_with()
+    rules = [(None, FileModes()), (group.gr_name, FileModes(group.gr_gid))]
+    loose = os.umask(0o022)
+    try:
+        for setting, modes in rules:
+            if setting is None:
+                monkeypatch.delenv("DUCTWORK_FILE_GROUP", raising=False)
+            else:
+                monkeypatch.setenv("DUCTWORK_FILE_GROUP", setting)
+            home = modes.make_private_dir(tmp_path / f"home-{setting}")
+            store = SubscriptionStore(home / "notifications")
+            subscription = store.add("hook", "http://127.0.0.1:9/", ["leads"], 0)
+            with delivering(store, subscription) as taken:
+                assert taken
+            # A write under way: SQLite's rollback journal exists beside the file.
+            with closing(sqlite3.connect(store.path)) as con:
+                con.execute("BEGIN IMMEDIATE")
+                con.execute("UPDATE subscriptions SET attempts = 1")
+                found = set(modes_under(home))
+                wrong = wrong_modes(home, modes.file_mode, modes.dir_mode, modes.gid)
+                con.rollback()
+            assert {
+                "notifications", "notifications/subscriptions.sqlite",
+                "notifications/subscriptions.sqlite-journal",
+                f"notifications/{subscription.id}.lock",
+            } <= found, sorted(found)  # fmt: skip
+            assert wrong == {}
+    finally:
+        os.umask(loose)

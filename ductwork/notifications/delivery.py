@@ -10,29 +10,39 @@ every retry of it.
 Deliveries to one subscriber happen one at a time, in (publish, stream) order, from whichever
 process gets its lock first (a publishing run, the daemon's sensor, a replay); a subscriber
 that fails stops its own deliveries until its back-off is over, never anyone else's.
+
+One deadline (``DUCTWORK_WEBHOOK_TIMEOUT_S``) bounds each delivery whole, from connecting to
+the last header, and a pass over every subscriber ends within the budget it is given: a
+subscriber that trickles its answer a byte at a time holds up no pass longer than that.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import duckdb
 from standardwebhooks.webhooks import Webhook
 
 from ductwork.history import feed
+from ductwork.notifications import event_loop
 from ductwork.notifications.subscriptions import Subscription, SubscriptionStore
 from ductwork.settings import NotificationSettings
 from warehouse_sql import section
 
+if TYPE_CHECKING:
+    import httpx
+
 BATCH = 100  # notifications read per subscription and pass
-MAX_PARALLEL = 8  # subscribers told at once
+MAX_PARALLEL = 32  # subscribers told at once (connections open at once)
+MIN_SHARE_OF_TIMEOUT = 0.5  # no delivery starts with less of a timeout left in the pass
 EVENT_TYPE = "ductwork.changes"
 
 
@@ -127,10 +137,20 @@ def pending(
     return found
 
 
-def post(subscription: Subscription, notification: Notification, timeout_s: float) -> str | None:
-    """Send one notification; None when the subscriber answered 2xx, else what went wrong
-    (never the URL, which may carry a token)."""
-    import httpx  # here, not above: every sync imports this module, few runs deliver
+async def post(
+    subscription: Subscription,
+    notification: Notification,
+    transport: httpx.AsyncBaseTransport,
+    timeout_s: float,
+) -> str | None:
+    """Send one notification; None when the subscriber answered 2xx within ``timeout_s``, else
+    what went wrong (never the URL, which may carry a token).
+
+    ``timeout_s`` bounds the whole exchange (connecting, sending, the status line, the headers):
+    a subscriber that keeps the connection alive with a byte now and then is cut off all the
+    same, its connection closed.
+    """
+    import httpx
 
     body = notification.body()
     stamp = datetime.now(UTC)
@@ -148,14 +168,16 @@ def post(subscription: Subscription, notification: Notification, timeout_s: floa
             "webhook-timestamp": str(int(stamp.timestamp())),
             "webhook-signature": signature,
         },
-        extensions={"timeout": httpx.Timeout(timeout_s).as_dict()},
+        # httpx's own timeouts bound each read, not the exchange: the deadline below does.
+        extensions={"timeout": httpx.Timeout(None).as_dict()},
     )
     try:
-        # The transport, not a Client: a Client logs every request's URL. The answer's body is
-        # never read (a subscriber could send any amount).
-        with httpx.HTTPTransport() as transport:
-            response = transport.handle_request(request)
-            response.close()
+        async with asyncio.timeout(timeout_s):
+            response = await transport.handle_async_request(request)
+            # The answer's body is never read (a subscriber could send any amount).
+            await response.aclose()
+    except TimeoutError:
+        return f"no answer within {timeout_s:.1f} s"
     except Exception as exc:  # its message may name the URL
         return f"not reached ({type(exc).__name__})"
     if not 200 <= response.status_code < 300:
@@ -167,8 +189,7 @@ def post(subscription: Subscription, notification: Notification, timeout_s: floa
 def delivering(store: SubscriptionStore, subscription: Subscription) -> Iterator[bool]:
     """Hold the subscription's delivery lock if no other process does (yields whether it was
     taken); the lock goes with the process, so a killed deliverer never keeps it."""
-    store.folder.mkdir(parents=True, exist_ok=True)
-    with open(store.folder / f"{subscription.id}.lock", "a+b") as handle:
+    with open(store.private_file(f"{subscription.id}.lock"), "a+b") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -180,16 +201,19 @@ def delivering(store: SubscriptionStore, subscription: Subscription) -> Iterator
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def tell(
+async def tell(
     store: SubscriptionStore,
     subscription: Subscription,
     notifications: list[Notification],
     settings: NotificationSettings,
     deadline: float,
+    transport: httpx.AsyncBaseTransport,
     clock: Callable[[], float] = time.time,
 ) -> Outcome:
     """Deliver ``notifications`` to one subscriber in order, each once, while its lock is held:
-    the cursor moves on each 2xx; the first failure records a back-off and stops."""
+    the cursor moves on each 2xx; the first failure records a back-off and stops. Nothing runs
+    past ``deadline`` (``time.monotonic``), and no delivery starts with less than half a
+    timeout before it."""
     with delivering(store, subscription) as taken:
         if not taken:
             return Outcome(subscription.name, 0, "busy")
@@ -202,9 +226,13 @@ def tell(
         for notification in notifications:
             if not notification.after(current.cursor_seq, current.cursor_stream):
                 continue
-            if time.monotonic() >= deadline:
+            # A delivery started this late would be cut short by the pass, not by the
+            # subscriber: it is left for the next pass instead of counted as a failure.
+            left = deadline - time.monotonic()
+            if left < settings.webhook_timeout_s * MIN_SHARE_OF_TIMEOUT:
                 return Outcome(subscription.name, delivered, "more")
-            problem = post(current, notification, settings.webhook_timeout_s)
+            timeout = min(settings.webhook_timeout_s, left)
+            problem = await post(current, notification, transport, timeout)
             if problem is not None:
                 failed = store.failed(
                     current, problem, clock(), settings.webhook_backoff_s,
@@ -220,6 +248,100 @@ def tell(
         )
 
 
+def tell_now(
+    store: SubscriptionStore,
+    subscription: Subscription,
+    notifications: list[Notification],
+    settings: NotificationSettings,
+    deadline: float,
+) -> Outcome:
+    """``tell`` from synchronous code (a replay)."""
+
+    async def main() -> Outcome:
+        async with new_transport() as transport:
+            return await tell(store, subscription, notifications, settings, deadline, transport)
+
+    return event_loop.run(main())
+
+
+def new_transport() -> httpx.AsyncHTTPTransport:
+    """What deliveries are sent through: a transport, not a Client (a Client logs every
+    request's URL). One serves a whole pass: its TLS settings are loaded once."""
+    import httpx  # here, not above: every sync imports this module, few runs deliver
+
+    return httpx.AsyncHTTPTransport()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A delivery pass before it starts: what the snapshot's history has for each due
+    subscription, and the outcomes of those not due (paused, or backing off)."""
+
+    work: list[tuple[Subscription, list[Notification]]]
+    not_due: list[Outcome]
+
+    def has_news(self) -> bool:
+        """Whether any due subscription has a notification to be told."""
+        return any(notifications for _, notifications in self.work)
+
+
+def plan(
+    store: SubscriptionStore,
+    con: duckdb.DuckDBPyConnection,
+    clock: Callable[[], float] = time.time,
+) -> Plan:
+    """Read what every due subscription has still to be told from a snapshot's history."""
+    now = clock()
+    work = []
+    not_due = []
+    for subscription in store.all():
+        if not subscription.due(now):
+            state = "paused" if subscription.paused else "waiting"
+            not_due.append(Outcome(subscription.name, 0, state, subscription.last_error))
+            continue
+        work.append((subscription, pending(con, subscription)))
+    return Plan(work, not_due)
+
+
+def deliver(
+    store: SubscriptionStore,
+    planned: Plan,
+    settings: NotificationSettings,
+    budget_s: float,
+    clock: Callable[[], float] = time.time,
+) -> list[Outcome]:
+    """Carry out a plan, subscribers at once (``MAX_PARALLEL`` at a time), each in order; the
+    pass ends within ``budget_s`` whatever the subscribers do (what is left stays for the next
+    pass, counted against no one)."""
+    deadline = time.monotonic() + budget_s
+    outcomes = list(planned.not_due)
+    # Told of everything already: no lock, no connection (most of the sensor's passes).
+    outcomes.extend(Outcome(sub.name, 0, "told") for sub, notes in planned.work if not notes)
+    work = [(sub, notes) for sub, notes in planned.work if notes]
+    if work:
+        outcomes.extend(event_loop.run(_tell_all(store, work, settings, deadline, clock)))
+    return sorted(outcomes, key=lambda outcome: outcome.name)
+
+
+async def _tell_all(
+    store: SubscriptionStore,
+    work: list[tuple[Subscription, list[Notification]]],
+    settings: NotificationSettings,
+    deadline: float,
+    clock: Callable[[], float],
+) -> list[Outcome]:
+    turns = asyncio.Semaphore(MAX_PARALLEL)
+    async with new_transport() as transport:
+
+        async def one(subscription: Subscription, notifications: list[Notification]) -> Outcome:
+            async with turns:
+                return await tell(
+                    store, subscription, notifications, settings, deadline, transport, clock
+                )
+
+        return list(await asyncio.gather(*(one(sub, notes) for sub, notes in work)))
+
+
 def deliver_all(
     store: SubscriptionStore,
     con: duckdb.DuckDBPyConnection,
@@ -228,26 +350,8 @@ def deliver_all(
     clock: Callable[[], float] = time.time,
 ) -> list[Outcome]:
     """One pass over every subscription that is due: what the snapshot's history has for it,
-    delivered in order, subscribers in parallel; no delivery starts after ``budget_s``."""
-    deadline = time.monotonic() + budget_s
-    now = clock()
-    outcomes: list[Outcome] = []
-    work = []
-    for subscription in store.all():
-        if not subscription.due(now):
-            state = "paused" if subscription.paused else "waiting"
-            outcomes.append(Outcome(subscription.name, 0, state, subscription.last_error))
-            continue
-        # Read here, in one thread: a DuckDB connection is not shared between threads.
-        work.append((subscription, pending(con, subscription)))
-    if work:
-        with ThreadPoolExecutor(min(MAX_PARALLEL, len(work))) as pool:
-            futures = [
-                pool.submit(tell, store, sub, notes, settings, deadline, clock)
-                for sub, notes in work
-            ]
-            outcomes.extend(future.result() for future in futures)
-    return sorted(outcomes, key=lambda outcome: outcome.name)
+    delivered in order, subscribers at once, all within ``budget_s``."""
+    return deliver(store, plan(store, con, clock), settings, budget_s, clock)
 
 
 def summary(outcomes: list[Outcome]) -> str:

@@ -7,12 +7,18 @@ None when the whole publish was told, as when the subscription was added). A fai
 keeps its cursor; it is retried after a back-off that doubles, and paused once it has failed
 for longer than the give-up time. The sync's runs, the daemon's sensor and the CLI all write
 here: SQLite's own locking keeps each change whole.
+
+The file holds the signing secrets, so it and its folder get the data folder's modes
+(``file_modes``: 0600 and 0700, or 0640 and 2750 with ``DUCTWORK_FILE_GROUP``) whatever the
+process's file-creation mask; SQLite gives its side files (the rollback journal) the database
+file's mode.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
 import sqlite3
@@ -23,6 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from ductwork import file_modes
 
 SECRET_PREFIX = "whsec_"  # the Standard Webhooks form of a signing secret
 SECRET_BYTES = 32
@@ -120,9 +128,20 @@ class SubscriptionStore:
         """Whether any subscription was ever added (the file exists)."""
         return self.path.exists()
 
+    def private_file(self, name: str) -> Path:
+        """The path of the file ``name`` in the subscriptions' folder, the folder and the file
+        made (if missing) and given the data folder's modes."""
+        modes = file_modes.current()
+        modes.make_private_dir(self.folder)
+        modes.secure(self.folder)
+        path = self.folder / name
+        os.close(os.open(path, os.O_RDONLY | os.O_CREAT, modes.file_mode))
+        modes.secure(path)
+        return path
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.private_file(DATABASE_NAME)  # an empty file is an empty SQLite database
         with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)) as con, con:
             con.execute(SCHEMA)
             yield con
