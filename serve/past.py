@@ -7,7 +7,9 @@ itself while the data folder keeps it, or one rebuilt from the current snapshot'
 (once per host and version, under ``snapshots/.past/``). Answers carry ``Memento-Datetime``
 (that publish's time), ``X-Snapshot-Version`` and ``Cache-Control: private, immutable``. An
 instant before the history kept is a 410 Problem; an instant after the newest publish answers
-as now. Errors of the instant itself are Problems, whatever the path's family.
+as now. Errors of the instant itself are Problems, whatever the path's family. An instant after
+the newest publish a worker serves first makes it load a newer publish, if the folder has one:
+another worker may already have answered from it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from email.utils import format_datetime as http_date
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -51,6 +53,7 @@ ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 AT_PREFIX = "/_ductwork/v1/at/"
 PAST_FOLDER = ".past"
 KEEP_REBUILT = 4  # rebuilt snapshots kept per host, the least recently made dropped first
+CATCH_UP_S = 30.0  # most a request of the past waits for a load of a new publish under way
 log = logging.getLogger("ductwork.serve")
 
 
@@ -163,6 +166,11 @@ class PastRequests:
             raise ApiError(ErrorCode.UNAVAILABLE, "No snapshot has been published yet")
         try:
             instant = _instant(text, name)
+            if _after_newest(current, instant) and self.live.publish_pending():
+                # Published since this worker last looked: served at once rather than a 400
+                # for a version it does not know yet, or the previous snapshot as "now".
+                caught_up = await run_in_threadpool(self.live.catch_up, CATCH_UP_S)
+                current = caught_up or current
             publish = publish_at(list(current.publishes), instant)
         except BadInstant as exc:
             raise invalid(name, str(exc)) from None
@@ -172,6 +180,17 @@ class PastRequests:
             return current, publish
         state = await run_in_threadpool(self.past.get, current, publish)
         return state, publish
+
+
+def _after_newest(state: ServingState, instant: datetime | str) -> bool:
+    """Whether ``instant`` (a version or a date-time) is later than the newest publish the
+    history of ``state`` holds."""
+    if not state.publishes:
+        return True
+    newest = state.publishes[-1]
+    if isinstance(instant, str):
+        return instant > newest.version  # versions sort by their publish time
+    return instant > newest.published_at
 
 
 def _require_a_key(scope: Scope) -> None:

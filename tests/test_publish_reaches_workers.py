@@ -1,7 +1,8 @@
 """A publish reaches every worker of ``ductwork serve`` without traffic: each worker looks at the
 ``CURRENT`` pointer a few times a second, loads a new snapshot itself and says which one it
-serves (``ductwork.serving_workers``). Through ``ductwork sync`` and ``ductwork serve`` as
-operators run them."""
+serves (``ductwork.serving_workers``). A request of the past naming a version the worker has not
+loaded yet loads it first rather than answer 400. Through ``ductwork sync`` and ``ductwork serve``
+as operators run them."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ SERVED_WITHIN_S = 1.0  # after ``ductwork sync`` exits, what README promises
 # Each request opens a new connection, which the kernel hands to whichever worker accepts it
 # first; past this many without every worker answering, the test fails rather than loop.
 MAX_CONNECTIONS = 200
+# Long enough that no worker looks at the pointer while the test runs: only a request can make
+# it load the new publish.
+NEVER_S = "300"
 START_LIMIT_S = 60.0  # for every worker to load its first snapshot once one answers /readyz
 
 
@@ -133,3 +137,30 @@ def test_every_worker_serves_a_new_publish_within_a_second_of_the_sync_without_a
         assert {answer.status_code for answer in answers} == {200}
         assert {answer.headers["x-snapshot-version"] for answer in answers} == {new}
     assert serving_workers.serving(synced.snapshots_dir) == {}, "a stopped worker still announces"
+
+
+def test_a_request_of_the_past_naming_a_version_a_worker_has_not_loaded_yet_is_answered_from_it(
+    synced: SyncedFolder, changing_upstream: SandboxHandle, tmp_path: Path
+) -> None:
+    access_log = tmp_path / "access.log"
+    lagging = {"DUCTWORK_SERVE_PUBLISH_CHECK_S": NEVER_S}
+    with (
+        access_log.open("wb") as out,
+        serving_process(synced.home, WORKERS, lagging, stdout=out) as api,
+    ):
+        announced_by_every_worker(synced.snapshots_dir)
+        old, new, _ = sync_a_change(synced, changing_upstream)
+        served = serving_workers.serving(synced.snapshots_dir)
+        # Neither worker looked at the pointer since: only the request can make them load it.
+        assert len(served) == WORKERS and set(served.values()) == {old}
+
+        past = f"{api.url}/_ductwork/v1/at/{new}{paths.PRODUCTS_LIST}"
+        answers = answers_from_every_worker(past, synced.key, access_log)
+        assert [answer.status_code for answer in answers] == [200] * len(answers), answers[0].text
+        assert {answer.headers["x-snapshot-version"] for answer in answers} == {new}
+        assert all("memento-datetime" in answer.headers for answer in answers)
+        # Each worker loaded the publish to answer it, and serves it from then on.
+        served = serving_workers.serving(synced.snapshots_dir)
+        assert set(served.values()) == {new}
+        present = answers_from_every_worker(api.url + paths.PRODUCTS_LIST, synced.key, access_log)
+        assert {answer.headers["x-snapshot-version"] for answer in present} == {new}
