@@ -322,6 +322,13 @@ class ServeSettings(_Base):
         description="Seconds a connection has to send a request's whole line and headers, from "
         "its opening or its previous answer; then it is closed.",
     )
+    serve_publish_check_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=300,
+        description="Seconds between a worker's looks at the local CURRENT pointer for a new "
+        "publish (not on a replica, which polls the store).",
+    )
     serve_pim_cooldown_s: float = Field(
         default=300.0, ge=0, description="Seconds before another pim-image-sync may start."
     )

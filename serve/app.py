@@ -79,9 +79,11 @@ class ReadApi(FastAPI):
 
 @asynccontextmanager
 async def _closing_on_shutdown(app: FastAPI) -> AsyncIterator[None]:
-    """Bind the key file to the serving loop; on shutdown, unbind it, close the snapshot the app
-    serves from and retire this worker's metrics."""
+    """Bind the key file to the serving loop and start looking for new publishes; on shutdown,
+    unbind it, close the snapshot the app serves from (stopping the watcher) and retire this
+    worker's metrics."""
     app.state.keys.check_per_turn(asyncio.get_running_loop())
+    app.state.live.watch()
     yield
     app.state.keys.check_per_turn(None)
     app.state.live.close()
@@ -111,7 +113,9 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.live = LiveSnapshot(home.snapshots_dir, cache_bytes=serve.serve_list_cache_mb << 20)
+    app.state.live = LiveSnapshot(
+        home.snapshots_dir, serve.serve_publish_check_s, serve.serve_list_cache_mb << 20
+    )
     if store.snapshot_store is None:
         app.state.live.load_now()
     else:

@@ -1,7 +1,10 @@
 """The snapshot an API worker serves from, swapped when a newer one is published.
 
 Each request takes one ``ServingState`` and answers from it alone, so a response never mixes
-two snapshots. A new snapshot is loaded in a background thread while the old one keeps serving.
+two snapshots. A thread of each worker looks at the ``CURRENT`` pointer a few times a second and
+loads a new publish as soon as it appears, traffic or not, while the old snapshot keeps serving;
+every local worker thus serves a publish within about a second of it, and tells which snapshot
+it serves through ``ductwork.serving_workers``.
 
 A replica (``DUCTWORK_SNAPSHOT_STORE`` set) has no publisher beside it: a thread of each worker
 polls the object store, brings a new snapshot into the local folder (one download per host,
@@ -24,7 +27,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ductwork import snapshot_guard, snapshots, sync_times
+from ductwork import serving_workers, snapshot_guard, snapshots, sync_times
 from ductwork.history.feed import Publish, mirror_id, publishes
 from ductwork.history.walks import WalkListings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
@@ -38,6 +41,11 @@ from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load
 log = logging.getLogger("ductwork.serve")
 # Set in the ASGI scope of a request of the past (``serve.past``): the state it is answered from.
 PAST_STATE = "ductwork.past_state"
+# A look at the pointer is one stat; four a second serve a publish within about a second of it
+# (the load itself takes the rest).
+CHECK_INTERVAL_S = 0.25
+RETRY_S = 5.0  # after a load that failed (not one the guard refused: that one is not retried)
+STOP_WAIT_S = 5.0  # for the watcher at shutdown; a load under way is waited for anyway
 
 
 @dataclass(frozen=True)
@@ -125,57 +133,63 @@ def _load_lists(
 
 
 class LiveSnapshot:
-    """Holds the current ServingState and notices new publishes, checking at most every
-    ``check_interval_s``."""
+    """Holds the current ServingState. Once ``watch`` is called, a thread looks at the folder's
+    ``CURRENT`` pointer every ``check_interval_s`` and swaps in each new publish, whether
+    requests come or not; a replica's follower (``follow``) does so from the object store
+    instead. Each swap is announced to the folder (``ductwork.serving_workers``)."""
 
     def __init__(
-        self, snapshots_dir: Path, check_interval_s: float = 0.5, cache_bytes: int = CACHE_BYTES
+        self,
+        snapshots_dir: Path,
+        check_interval_s: float = CHECK_INTERVAL_S,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self._dir = snapshots_dir
         self._interval = check_interval_s
         self._cache_bytes = cache_bytes
         self._state: ServingState | None = None
         self._confirmed: tuple[str, float] | None = None
-        self._next_check = 0.0
         self._loading = threading.Lock()
         self._follower: StoreFollower | None = None
         self._closed = False
+        self._stopping = threading.Event()
         self._waiters = PublishWaiters()
         self._watcher: threading.Thread | None = None
-        self._watcher_lock = threading.Lock()
+        self._announced = False
         self._refused: set[str] = set()  # the file names of snapshots refused
         self.refusal: str | None = None  # why the newest snapshot is not served, if it is not
         self._sync_times = sync_times.FolderSyncTimes(snapshots_dir)
 
     def follow(self, store: SnapshotStore, poll_s: float) -> None:
         """Serve what the object store's pointer names from now on, checking every ``poll_s``
-        in a background thread; requests no longer look at the local folder themselves."""
-        self._next_check = math.inf
+        in a background thread (``watch`` then starts no watcher of its own)."""
         self._follower = StoreFollower(
             store, self._dir, poll_s, self._reload_from_folder, self._refused, self._refuse
         )
         self._follower.start()
 
+    def watch(self) -> None:
+        """Swap in every new publish of the local folder from now on, in a background thread
+        that looks at the pointer every check interval (not on a replica: its follower does)."""
+        if self._follower is None and self._watcher is None and not self._closed:
+            self._watcher = threading.Thread(
+                target=self._watch, name="publish-watcher", daemon=True
+            )
+            self._watcher.start()
+
     def get(self) -> ServingState | None:
         """The state to answer one request from (None before the first publish)."""
-        now = time.monotonic()
-        if now >= self._next_check:
-            self._next_check = now + self._interval
-            self._maybe_reload()
         return self._state
 
     async def wait_for_newer(self, version: str, timeout_s: float) -> ServingState | None:
-        """The state once a snapshot newer than ``version`` is served, or None after
-        ``timeout_s``. Waiting requests wake when the worker swaps snapshots; one watcher
-        thread per worker looks for new publishes meanwhile (a replica's follower already
-        does), whatever the number of waiting requests."""
-        state = self.get()
-        if state is not None and state.version != version:
-            return state
-        if self._follower is None:
-            self._start_watcher()
-        waiting = self._waiters.add()
+        """The state once a snapshot other than ``version`` is served, or None after
+        ``timeout_s``. Waiting requests wake when the worker swaps snapshots; they cost
+        nothing meanwhile (the watcher or the follower looks for publishes anyway)."""
+        waiting = self._waiters.add()  # before looking: a swap from now on wakes it
         try:
+            state = self._state
+            if state is not None and state.version != version:
+                return state
             await asyncio.wait_for(asyncio.shield(waiting), timeout_s)
         except TimeoutError:
             return None
@@ -183,23 +197,37 @@ class LiveSnapshot:
             self._waiters.discard(waiting)
         return self._state
 
-    def _start_watcher(self) -> None:
-        with self._watcher_lock:
-            if self._watcher is None:
-                self._watcher = threading.Thread(
-                    target=self._watch, name="publish-watcher", daemon=True
-                )
-                self._watcher.start()
+    def publish_pending(self) -> bool:
+        """Whether the folder's pointer names a snapshot to load (not the one served, nor one
+        refused): one read of the pointer."""
+        return self._wanted(snapshots.current(self._dir))
+
+    def catch_up(self, wait_s: float) -> ServingState | None:
+        """The state after swapping in the folder's current snapshot if it is not the one
+        served: loaded here, or by the watcher when it is already loading (waited for at most
+        ``wait_s``). A blocking call."""
+        try:
+            self._reload_from_folder(wait_s)
+        except Exception:
+            log.exception("could not load the newest snapshot; still serving the previous one")
+        return self._state
 
     def _watch(self) -> None:
-        """While requests wait: look for a new publish every check interval, load it."""
-        while not self._closed:
-            if self._waiters:
-                try:
-                    self._reload_from_folder()
-                except Exception:
-                    log.exception("could not load the newest snapshot")
-            time.sleep(self._interval)
+        """Every check interval: one stat of the pointer; when it was rewritten, read it and
+        load what it names. A load that failed is tried again after ``RETRY_S``."""
+        seen: tuple[int, int, int] | None = None
+        retry_at = math.inf
+        while not self._stopping.wait(self._interval):
+            self._sync_times.refresh()
+            pointer = _identity(self._dir / snapshots.POINTER)
+            if pointer == seen and time.monotonic() < retry_at:
+                continue
+            seen, retry_at = pointer, math.inf
+            try:
+                self._reload_from_folder()
+            except Exception:
+                log.exception("could not load the newest snapshot; still serving the previous one")
+                retry_at = time.monotonic() + RETRY_S
 
     def age_seconds(self, state: ServingState) -> float:
         """Seconds since a sync last published or confirmed ``state``'s snapshot as current."""
@@ -222,24 +250,26 @@ class LiveSnapshot:
         return {stream.name: self.synced_at(stream.name, state) for stream in STREAMS}
 
     def load_now(self) -> ServingState | None:
-        """Load the current snapshot synchronously (at start-up)."""
-        snap = snapshots.current(self._dir)
-        if self._wanted(snap):
-            state = self._load(snap)
-            if state is not None:
-                self._swap(state)
-        self._note_confirmation(snap)
+        """Load the folder's current snapshot synchronously if it is not the one served (at
+        start-up), and take note of the pointer's confirmation time; the state served."""
+        self._reload_from_folder()
         return self._state
 
     def close(self) -> None:
-        """Stop serving: close the current snapshot, and hand the objects frozen at each load
-        back to the collector, so that nothing of DuckDB's is left for interpreter shutdown
-        to destroy."""
+        """Stop serving: stop looking for publishes, withdraw this worker's announcement, close
+        the current snapshot, and hand the objects frozen at each load back to the collector,
+        so that nothing of DuckDB's is left for interpreter shutdown to destroy."""
+        self._stopping.set()
         if self._follower is not None:
             self._follower.stop()
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=STOP_WAIT_S)  # a load under way is waited for below
         with self._loading:  # not while a background load is swapping one in
             self._closed = True
             state, self._state = self._state, None
+        if self._announced:
+            serving_workers.withdraw(self._dir)
         if state is not None:
             state.close()
         gc.unfreeze()
@@ -252,11 +282,22 @@ class LiveSnapshot:
         if previous is not None:
             previous.lease.release()
         self._waiters.wake()
+        self._announce(state.version)
         # The indexes of a snapshot are hundreds of thousands of long-lived objects; kept out of
         # the collector's sight, a full collection no longer walks them all in the middle of
         # a request (the tail latency of every answer). They are still freed by reference
         # counting when the state is dropped.
         gc.freeze()
+
+    def _announce(self, version: str) -> None:
+        """Tell the folder which snapshot this worker serves; a folder this worker may not
+        write to (a read API run by another user of the group) only loses the announcement."""
+        try:
+            serving_workers.announce(self._dir, version)
+        except OSError as exc:
+            log.warning("could not announce the snapshot this worker serves: %s", exc)
+            return
+        self._announced = True
 
     def _wanted(self, snap: snapshots.Snapshot | None) -> bool:
         """Whether ``snap`` is to be loaded: not the one served, nor one refused before."""
@@ -278,31 +319,28 @@ class LiveSnapshot:
         self.refusal = f"snapshot {snapshots.version_of(refused.name)} refused: {refused.why}"
         log.error("%s; still serving the previous snapshot, if any", self.refusal)
 
-    def _maybe_reload(self) -> None:
-        snap = snapshots.current(self._dir)
-        self._note_confirmation(snap)
-        if not self._wanted(snap):
+    def _reload_from_folder(self, wait_s: float | None = None) -> None:
+        """Swap in the local folder's current snapshot if it is not the one served, in the
+        calling thread (requests keep answering from the previous state meanwhile). Another
+        load under way is waited for, at most ``wait_s`` (None: as long as it takes)."""
+        pointed = snapshots.current(self._dir)
+        self._note_confirmation(pointed)
+        if not self._wanted(pointed):
             return
-        if self._state is None:
-            self.load_now()
+        if not self._loading.acquire(timeout=-1 if wait_s is None else wait_s):
             return
-        if self._loading.acquire(blocking=False):
-            threading.Thread(target=self._load_in_background, args=(snap,), daemon=True).start()
-
-    def _reload_from_folder(self) -> None:
-        """Swap in the local folder's current snapshot if it is not the one served (in the
-        follower's thread: requests keep answering from the previous state meanwhile)."""
-        snap = snapshots.current(self._dir)
-        self._note_confirmation(snap)
-        if not self._wanted(snap):
-            return
-        with self._loading:
-            if self._closed:
+        try:
+            # Read again under the lock: another thread may have swapped it in meanwhile, or
+            # the pointer may have moved on.
+            snap = snapshots.current(self._dir)
+            if self._closed or snap is None or not self._wanted(snap):
                 return
             state = self._load(snap)
             if state is None:
                 return
             self._swap(state)
+        finally:
+            self._loading.release()
         log.info("serving snapshot %s", snap.version)
 
     def _note_confirmation(self, snap: snapshots.Snapshot | None) -> None:
@@ -311,16 +349,15 @@ class LiveSnapshot:
         if snap is not None and confirmed is not None:
             self._confirmed = (snap.version, confirmed)
 
-    def _load_in_background(self, snap: snapshots.Snapshot) -> None:
-        try:
-            state = self._load(snap)
-            if state is not None:
-                self._swap(state)
-                log.info("serving snapshot %s", snap.version)
-        except Exception:
-            log.exception("could not load snapshot %s; still serving the previous one", snap)
-        finally:
-            self._loading.release()
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What changes when ``path`` is rewritten (each publish renames a new file into place):
+    its inode, modification time and size; None while it does not exist."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
 
 
 class PublishWaiters:
@@ -330,10 +367,6 @@ class PublishWaiters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-
-    def __bool__(self) -> bool:
-        with self._lock:
-            return bool(self._waiting)
 
     def add(self) -> asyncio.Future[None]:
         """A future that completes at the next swap."""

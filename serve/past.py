@@ -7,19 +7,23 @@ itself while the data folder keeps it, or one rebuilt from the current snapshot'
 (once per host and version, under ``snapshots/.past/``). Answers carry ``Memento-Datetime``
 (that publish's time), ``X-Snapshot-Version`` and ``Cache-Control: private, immutable``. An
 instant before the history kept is a 410 Problem; an instant after the newest publish answers
-as now. Errors of the instant itself are Problems, whatever the path's family. The links
-RFC 7089 adds around them (original, TimeMap, memento) are ``serve.memento``'s.
+as now. Errors of the instant itself are Problems, whatever the path's family. An instant after
+the newest publish a worker serves first makes it load a newer publish, if the folder has one:
+another worker may already have answered from it. The links RFC 7089 adds around them
+(original, TimeMap, memento) are ``serve.memento``'s.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from email.utils import format_datetime as http_date
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, quote
+
+from starlette.concurrency import run_in_threadpool
 
 from ductwork.contract.encoding import format_datetime
 from ductwork.contract.errors import (
@@ -46,6 +50,7 @@ ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 AT_PREFIX = "/_ductwork/v1/at/"
 # Spec paths served without a key (their past still needs one, but no family's scope).
 OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
+CATCH_UP_S = 30.0  # most a request of the past waits for a load of a new publish under way
 log = logging.getLogger("ductwork.serve")
 
 
@@ -110,7 +115,7 @@ class PastRequests:
             if scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: it has no past
                 raise invalid(name, "The image sync's trigger has no past: send no Accept-Datetime")
             _require_scope(key, spec_path)
-            current, publish = self._publish_for(instant_text, name)
+            current, publish = await self._publish_for(instant_text, name)
         except ApiError:
             await count_in_scope(scope, limit, key, cost)
             raise
@@ -119,7 +124,7 @@ class PastRequests:
         await count_in_scope(scope, limit, key, cost)
         return current, publish
 
-    def _publish_for(self, text: str, name: str) -> tuple[ServingState, Publish]:
+    async def _publish_for(self, text: str, name: str) -> tuple[ServingState, Publish]:
         """The current state and the publish the instant names (400, 410; 503 before the
         first publish)."""
         current = self.live.get()
@@ -127,6 +132,11 @@ class PastRequests:
             raise ApiError(ErrorCode.UNAVAILABLE, "No snapshot has been published yet")
         try:
             instant = _instant(text, name)
+            if _after_newest(current, instant) and self.live.publish_pending():
+                # Published since this worker last looked: served at once rather than a 400
+                # for a version it does not know yet, or the previous snapshot as "now".
+                caught_up = await run_in_threadpool(self.live.catch_up, CATCH_UP_S)
+                current = caught_up or current
             return current, publish_at(list(current.publishes), instant)
         except BadInstant as exc:
             raise invalid(name, str(exc)) from None
@@ -148,6 +158,17 @@ class PastRequests:
             log.exception("could not open the snapshot of publish %s", publish.version)
             failed = "The past at this instant could not be opened"
             raise ApiError(ErrorCode.UNAVAILABLE, failed, retry_after=RETRY_AFTER_S) from None
+
+
+def _after_newest(state: ServingState, instant: datetime | str) -> bool:
+    """Whether ``instant`` (a version or a date-time) is later than the newest publish the
+    history of ``state`` holds."""
+    if not state.publishes:
+        return True
+    newest = state.publishes[-1]
+    if isinstance(instant, str):
+        return instant > newest.version  # versions sort by their publish time
+    return instant > newest.published_at
 
 
 def _key(scope: Scope) -> ApiKey:

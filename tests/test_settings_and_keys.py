@@ -79,8 +79,8 @@ def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snap
     an_hour_ago = time.time() - 3600
     for path in (folder / snapshots.POINTER, first.snapshot.path):
         os.utime(path, (an_hour_ago, an_hour_ago))
-    live = LiveSnapshot(folder, check_interval_s=0)
-    state = live.get()
+    live = LiveSnapshot(folder)
+    state = live.load_now()
     assert state is not None and live.age_seconds(state) > 3000
 
     # A run that rewrote the same rows (only their sync time moved) changes nothing.
@@ -88,7 +88,7 @@ def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snap
     again = snapshots.publish(con, folder)
     assert not again.copied and again.snapshot == first.snapshot
     assert sorted(p.name for p in folder.glob("snapshot-*.duckdb")) == [first.snapshot.path.name]
-    assert live.get() is state and live.age_seconds(state) < 60
+    assert live.load_now() is state and live.age_seconds(state) < 60
 
     # Any change of content (here one member of one record) is a new snapshot.
     con.execute("UPDATE pairings SET record = '{\"a\":2}'")
