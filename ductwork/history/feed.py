@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # a server's modules: numpy and Arrow stay out of a sync that
     import numpy as np
     import pyarrow as pa
 
+    from ductwork.history.change_files import ChangeFile
     from ductwork.history.walks import WalkListings
 
 TOKEN_FORMAT = 1
@@ -53,6 +54,13 @@ class RecordsNow(Protocol):
     def records_at(self, positions: np.ndarray) -> pa.Array:
         """The records at ``positions`` (``record_positions``'), in a binary array, null at
         -1."""
+
+
+class ChangeFileSource(Protocol):
+    """The change files a server has at hand (``ductwork.history.change_files``)."""
+
+    def change_file(self, stream: str, version: str) -> ChangeFile | None:
+        """The change file of ``stream`` written by the publish of ``version``, if any."""
 
 
 class InvalidToken(ValueError):
@@ -218,11 +226,13 @@ def read_page(
     known: tuple[list[Publish], str] | None = None,
     walks: WalkListings | None = None,
     records_now: RecordsNow | None = None,
+    change_files: ChangeFileSource | None = None,
 ) -> FeedPage:
     """One page of ``stream``'s walk from ``position``, on a snapshot's connection; ``known``
     gives the snapshot's publishes and mirror name when the caller holds them already. A server
     passes what it keeps of the snapshot: ``walks``, the listings of the walks it answers, and
-    ``records_now``, the stream's current records where it holds them.
+    ``records_now``, the stream's current records where it holds them, and ``change_files``,
+    from which a walk since a publish is sliced where its pinned publish wrote one.
 
     HistoryGone when the position needs publishes no longer kept; a position ahead of this
     snapshot's history (a token from a replica that is further on) is caught up."""
@@ -245,7 +255,15 @@ def read_page(
         statement = "current" if pin == head.seq else "loaded_at"
     else:
         statement = "changed"
-    sql = _feed_statement(statement, stream_sql)
+    if statement == "changed" and change_files is not None:
+        found = change_files.change_file(stream, by_seq[pin].version)
+        if found is not None:
+            since, after = position.since, position.after
+            changes, more = found.page(since, after, limit, lambda v: by_seq.get(v, oldest))
+            last = (int(changes.versions[-1]), changes.keys[-1].as_py()) if more else None
+            token = encode_token(_next_position(stream, position, pin, last), mirror)
+            return FeedPage(changes, token, more, by_seq[pin], changes.write)
+    sql = feed_statement(statement, stream_sql)
     listing = None
     if walks is not None and position.after is not None:  # not a walk's first page
         whole = {**params, "after_version": -1, "after_key": "", "limit": WHOLE_LISTING}
@@ -278,7 +296,7 @@ def read_page(
     if records_now is not None and pin == head.seq:
         records = records_now.records_by_key(keys)
     if records is None:
-        records = _records(con, stream_sql, keys, None if pin == head.seq else pin)
+        records = records_of_keys(con, stream_sql, keys, None if pin == head.seq else pin)
     changes = []
     for key, version in listed:
         publish = by_seq.get(version, oldest)
@@ -312,13 +330,13 @@ def _named(statement: str, params: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in params.items() if f"${k}" in statement}
 
 
-def _feed_statement(name: str, stream_sql: str) -> str:
+def feed_statement(name: str, stream_sql: str) -> str:
     """A statement of ``history_feed.sql``, on the stream's ``<stream>_as_of`` macro."""
     return fill(section("history_feed", name), records=f"{stream_sql}_as_of")
 
 
-def _records(
-    con: duckdb.DuckDBPyConnection, stream_sql: str, keys: list[str], pin: int | None
+def records_of_keys(
+    con: duckdb.DuckDBPyConnection, stream_sql: str, keys: list[str], pin: int | None = None
 ) -> dict[str, bytes]:
     """The records of ``keys`` at publish ``pin`` (None: the snapshot's own), by key; a key
     without a record then is missing. A stream may read its own publish's records its own,
@@ -326,7 +344,7 @@ def _records(
     if not keys:
         return {}
     now = stream_section(stream_sql, "feed_records_now") if pin is None else ""
-    statement = now or _feed_statement("records", stream_sql)
+    statement = now or feed_statement("records", stream_sql)
     rows = _run(con, statement, {"pin": pin, "keys": keys})
     return {key: record.encode() for key, record in rows.fetchall()}
 

@@ -126,7 +126,15 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
             known = (list(state.publishes), state.mirror)
             listing = state.lists.get(stream.name) if stream.feed_key_column else None
             return feed.read_page(
-                con, stream.name, stream.sql, position, size, known, state.walks, listing
+                con,
+                stream.name,
+                stream.sql,
+                position,
+                size,
+                known,
+                state.walks,
+                listing,
+                state.change_files,
             )
         except feed.HistoryGone as gone:
             raise history_unavailable(format_datetime(gone.oldest)) from None
