@@ -237,32 +237,18 @@ def read_page(
     HistoryGone when the position needs publishes no longer kept; a position ahead of this
     snapshot's history (a token from a replica that is further on) is caught up."""
     kept, mirror = known if known is not None else (publishes(con), mirror_id(con))
-    if not kept:
-        raise HistoryGone(datetime.fromtimestamp(0).astimezone())
+    sliced = sliced_page(stream, position, limit, (kept, mirror), change_files)
+    if sliced is not None:
+        return sliced
     by_seq = {publish.seq: publish for publish in kept}
     oldest, head = kept[0], kept[-1]
     pin = head.seq if position.pin is None else position.pin
-    if pin > head.seq:  # pinned on a publish this snapshot does not know yet
-        return FeedPage([], encode_token(position, mirror), False, head)
-    if pin < oldest.seq or (position.since is not None and position.since < oldest.seq):
-        raise HistoryGone(oldest.published_at)
-    if position.since is not None and position.since >= pin:
-        caught_up = Position(stream, max(position.since, pin))
-        return FeedPage([], encode_token(caught_up, mirror), False, by_seq[pin])
     after_version, after_key = position.after or (-1, "")
     params = {"stream": stream, "since": position.since, "pin": pin, "oldest": oldest.seq}
     if position.since is None:
         statement = "current" if pin == head.seq else "loaded_at"
     else:
         statement = "changed"
-    if statement == "changed" and change_files is not None:
-        found = change_files.change_file(stream, by_seq[pin].version)
-        if found is not None:
-            since, after = position.since, position.after
-            changes, more = found.page(since, after, limit, lambda v: by_seq.get(v, oldest))
-            last = (int(changes.versions[-1]), changes.keys[-1].as_py()) if more else None
-            token = encode_token(_next_position(stream, position, pin, last), mirror)
-            return FeedPage(changes, token, more, by_seq[pin], changes.write)
     sql = feed_statement(statement, stream_sql)
     listing = None
     if walks is not None and position.after is not None:  # not a walk's first page
@@ -306,6 +292,43 @@ def read_page(
     last = (listed[-1][1], listed[-1][0]) if more else None
     token = encode_token(_next_position(stream, position, pin, last), mirror)
     return FeedPage(changes, token, more, by_seq[pin])
+
+
+def sliced_page(
+    stream: str,
+    position: Position,
+    limit: int,
+    known: tuple[list[Publish], str],
+    change_files: ChangeFileSource | None,
+) -> FeedPage | None:
+    """The page of ``stream``'s walk from ``position`` when it needs no read of the snapshot:
+    a walk since a token, sliced from the change file of the publish it is pinned to, or a
+    walk caught up, or pinned on a publish the snapshot does not know yet; None otherwise
+    (``read_page`` reads it). ``known``: the snapshot's publishes and the mirror's name.
+    HistoryGone when the position needs publishes no longer kept."""
+    kept, mirror = known
+    if not kept:
+        raise HistoryGone(datetime.fromtimestamp(0).astimezone())
+    by_seq = {publish.seq: publish for publish in kept}
+    oldest, head = kept[0], kept[-1]
+    pin = head.seq if position.pin is None else position.pin
+    if pin > head.seq:  # pinned on a publish this snapshot does not know yet
+        return FeedPage([], encode_token(position, mirror), False, head)
+    if pin < oldest.seq or (position.since is not None and position.since < oldest.seq):
+        raise HistoryGone(oldest.published_at)
+    if position.since is not None and position.since >= pin:
+        caught_up = Position(stream, max(position.since, pin))
+        return FeedPage([], encode_token(caught_up, mirror), False, by_seq[pin])
+    if position.since is None or change_files is None:
+        return None
+    found = change_files.change_file(stream, by_seq[pin].version)
+    if found is None:
+        return None
+    since, after = position.since, position.after
+    changes, more = found.page(since, after, limit, lambda v: by_seq.get(v, oldest))
+    last = (int(changes.versions[-1]), changes.keys[-1].as_py()) if more else None
+    token = encode_token(_next_position(stream, position, pin, last), mirror)
+    return FeedPage(changes, token, more, by_seq[pin], changes.write)
 
 
 def _next_position(
