@@ -57,6 +57,11 @@ RELEASE = "publish-sql"
 RECORDS_PREFIX = ".records-"
 RECORDS_PARTIAL = ".partial"
 RECORDS_LOCK = ".records.lock"
+# Every publish writes, beside its snapshot, each stream's change file
+# (``ductwork.history.change_files``): ``.changes-<version>.<stream>``, first as
+# ``.changes-<random>.partial``. Named here, so that ``prune`` removes them with their snapshots.
+CHANGES_PREFIX = ".changes-"
+CHANGES_PARTIAL = ".partial"
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,12 @@ def record_file_name(snapshot: Path, table: str) -> str:
     info = snapshot.stat()
     identity = f"{snapshot.name}|{info.st_ino}|{info.st_mtime_ns}|{info.st_size}|{table}"
     return RECORDS_PREFIX + hashlib.sha256(identity.encode()).hexdigest()[:32]
+
+
+def change_file_name(version: str, stream: str) -> str:
+    """The name of the change file of ``stream`` written by the publish of ``version``, beside
+    its snapshot."""
+    return f"{CHANGES_PREFIX}{version}.{stream}"
 
 
 def record_file_names(snapshot: Path) -> set[str]:
@@ -239,6 +250,11 @@ def publish(
             keep_history,
             unchanged=unchanged_tables(live_fingerprint, fingerprint),
         )
+        # Imported here: it imports Arrow, which a process that only opens snapshots needs not.
+        from ductwork.history.change_files import write_change_files
+
+        # Before the snapshot is current, so that every server of it finds them.
+        write_change_files(warehouse, snapshots_dir)
         try:
             # The current snapshot's catalog, when this release published it, is what a
             # publish makes: the copy is checked against it before building that catalog anew.
@@ -451,8 +467,8 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
     A snapshot was replaced when the next newer one was published. A snapshot that a reader
     still leases (see ``Lease``) is kept whatever its age; the grace period covers a reader
     that read the ``CURRENT`` pointer just before a publish and has not taken its lease yet.
-    The record files written beside a snapshot (``record_file_name``) go with it; those of a
-    snapshot that stays are kept.
+    The record files and change files written beside a snapshot (``record_file_name``,
+    ``change_file_name``) go with it; those of a snapshot that stays are kept.
     """
     live = current(snapshots_dir)
     files = sorted(snapshots_dir.glob(f"{PREFIX}*{SUFFIX}"), reverse=True)
@@ -483,6 +499,7 @@ def prune(snapshots_dir: Path, keep: int = 3, grace_s: float = 600.0) -> list[Pa
             with suppress(FileNotFoundError):  # renamed into place, or removed, since listed
                 path.unlink()
                 removed.append(path)
+    removed += _prune_change_files(snapshots_dir, now, grace_s)
     return removed + _prune_record_files(snapshots_dir, now, grace_s)
 
 
@@ -520,6 +537,28 @@ def _prune_record_files(snapshots_dir: Path, now: float, grace_s: float) -> list
         elif path.name in kept:
             continue
         with suppress(FileNotFoundError):  # renamed into place, or removed by its writer
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _prune_change_files(snapshots_dir: Path, now: float, grace_s: float) -> list[Path]:
+    """Remove the change files of publishes whose snapshot is no longer here (or never took
+    its name), and drafts; while a publish holds the lock, only those older than ``grace_s``
+    (it writes its files before its snapshot is in place).
+
+    Listed before the snapshots: a publish that begins after the listing has no file in it."""
+    found = sorted(snapshots_dir.glob(f"{CHANGES_PREFIX}*"))
+    publishing = in_use(snapshots_dir / PUBLISH_LOCK)
+    versions = {version_of(path.name) for path in snapshots_dir.glob(f"{PREFIX}*{SUFFIX}")}
+    removed = []
+    for path in found:
+        version = path.name.removeprefix(CHANGES_PREFIX).partition(".")[0]
+        if not path.name.endswith(CHANGES_PARTIAL) and version in versions:
+            continue
+        if publishing and not _older_than(path, now, grace_s):
+            continue  # a publish writing its files
+        with suppress(FileNotFoundError):  # removed by another process meanwhile
             path.unlink()
             removed.append(path)
     return removed

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ductwork import serving_workers, snapshot_guard, snapshots, sync_times
+from ductwork.history.change_files import ChangeFiles
 from ductwork.history.feed import Publish, mirror_id, publishes
 from ductwork.history.walks import WalkListings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
@@ -68,6 +69,8 @@ class ServingState:
     times: RecordTimes = field(default_factory=RecordTimes)
     # The changes feed's walks read from this snapshot, each listing whole for its next pages.
     walks: WalkListings = field(default_factory=WalkListings)
+    # The change files the publishes wrote beside the snapshots (None: a past snapshot's).
+    change_files: ChangeFiles | None = None
 
     def close(self) -> None:
         """Close the snapshot's connection and let the snapshot go (no request may be using
@@ -107,6 +110,7 @@ def load_state(
             publishes=kept,
             mirror=mirror_id(con) if with_history else "",
             times=load_record_times(con, kept),
+            change_files=ChangeFiles(snapshot.path.parent) if with_history else None,
         )
     except BaseException:
         lease.release()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.memory import MemoryFindings
 from bench.results import (
     LOSS_LIMIT,
     Report,
@@ -119,3 +120,30 @@ def test_the_syncs_targets_judge_replayed_runs_and_compare_sandbox_runs_with_san
     assert verdicts["dlt / ductwork, wall (medium)"] == ("10.00", "**met**")  # 300 / 30
     row = next(line for line in report.body if line.startswith("| `ductwork sync`, full"))
     assert row.rstrip(" |").endswith("| 100 | 2")  # requests, then the replay's misses
+
+
+def test_a_feed_pages_first_request_is_judged_against_twice_the_list_page() -> None:
+    """The memory part's summary rows: the first request of a feed page (its answer not yet
+    kept) against twice the current list page at most, the page the worker kept named a repeat
+    request."""
+    found = Findings()
+    found.history = MemoryFindings(scale="medium", syncs=[5.0], size_with=13, size_without=10)
+    found.history.latency = {
+        "feed": (2.3, 1.8),
+        "feed_first": (3.7, 1.8),  # 2.06: over twice
+        "as_of_page": (1.0, 1.0),
+        "as_of_lookup": (1.0, 1.0),
+    }
+    found.history.feed_first_pages = [4.0, 3.0]
+    report = Report(found, argparse.Namespace(runs=3, large_runs=1, dlt_runs=1))
+    report.history()
+    verdicts = {figure: (value, target, word) for figure, value, target, word in report.summary}
+    repeat = next(figure for figure in verdicts if "repeat request" in figure)
+    first = next(figure for figure in verdicts if "first request" in figure)
+    assert repeat.startswith("changes-feed page of 1000 changes, repeat request")
+    assert verdicts[repeat] == ("1.28", "≤ 3", "**met**")
+    assert verdicts[first] == ("2.06", "≤ 2", "**missed**")
+    found.history.latency["feed_first"] = (3.6, 1.8)
+    report = Report(found, argparse.Namespace(runs=3, large_runs=1, dlt_runs=1))
+    report.history()
+    assert [word for figure, _, _, word in report.summary if figure == first] == ["**met**"]

@@ -1,6 +1,8 @@
 """What a server keeps to answer the changes feed quickly gives the pages the history gives:
-a walk's listing kept whole for its later pages (``ductwork.history.walks``), and a paged list's
-current records found by key in its record file (``serve.key_positions``).
+a walk's listing kept whole for its later pages (``ductwork.history.walks``), a paged list's
+current records found by key in its record file (``serve.key_positions``), and the change files
+each publish writes, from which a walk since a publish is sliced
+(``ductwork.history.change_files``).
 
 The walks compare ``feed.read_page`` with and without what a server keeps, on a real synced
 snapshot and a second publish of it in which digital assets changed and others were deleted;
@@ -21,6 +23,12 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.history import feed
+from ductwork.history.change_files import (
+    ChangeFile,
+    ChangeFiles,
+    ChangeSlice,
+    write_change_files,
+)
 from ductwork.history.page_columns import ChangeColumns, listed_columns
 from ductwork.history.walks import Listing, WalkListings
 from ductwork.settings import HomeSettings
@@ -60,18 +68,31 @@ def two_publishes(synced_home: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def walk_pages(
-    state: ServingState, since: int | None, limit: int, walks: WalkListings | None
+    state: ServingState,
+    since: int | None,
+    limit: int,
+    walks: WalkListings | None,
+    change_files: feed.ChangeFileSource | None = None,
+    pin: int | None = None,
 ) -> list[feed.FeedPage]:
     """Every page of the digital assets' walk since publish ``since`` (None: the initial load),
-    read plainly (``walks`` None) or through what a server keeps of the snapshot."""
+    read plainly (``walks`` and ``change_files`` None) or through what a server keeps of the
+    snapshot; ``pin``: the publish the walk is pinned to (None: the snapshot's own)."""
     con, known = state.reader.cursor(), (list(state.publishes), state.mirror)
     listing = state.lists[DIGITAL_ASSETS.name]
     keeps = (walks, listing) if walks is not None else (None, None)
-    position = feed.Position(DIGITAL_ASSETS.name, since)
+    position = feed.Position(DIGITAL_ASSETS.name, since, pin)
     pages = []
     while True:
         page = feed.read_page(
-            con, DIGITAL_ASSETS.name, DIGITAL_ASSETS.sql, position, limit, known, *keeps
+            con,
+            DIGITAL_ASSETS.name,
+            DIGITAL_ASSETS.sql,
+            position,
+            limit,
+            known,
+            *keeps,
+            change_files=change_files,
         )
         pages.append(page)
         if not page.has_more:
@@ -122,6 +143,106 @@ def test_a_walk_through_what_a_server_keeps_gives_the_pages_the_history_gives(
             )
     finally:
         state.close()
+
+
+def publish_again(home: Path, again: int, delete: int) -> None:
+    """A further publish of ``home``'s warehouse: ``again`` digital assets changed once more
+    (those the second publish changed first), ``delete`` of them deleted, two never changed
+    before changed."""
+    settings = HomeSettings(home=home)
+    with duckdb.connect(str(settings.warehouse_path)) as con:
+        changed = [row[0] for row in con.execute(
+            "SELECT asset_id FROM digital_assets WHERE deleted_at IS NULL "
+            "AND record->>'changed' IS NOT NULL ORDER BY asset_id"
+        ).fetchall()]  # fmt: skip
+        fresh = [row[0] for row in con.execute(
+            "SELECT asset_id FROM digital_assets WHERE deleted_at IS NULL "
+            "AND record->>'changed' IS NULL ORDER BY asset_id DESC LIMIT 2"
+        ).fetchall()]  # fmt: skip
+        assert len(changed) >= again + delete
+        con.execute(
+            "UPDATE digital_assets SET record = json_object('assetId', asset_id, 'changed', 2)"
+            " WHERE asset_id IN (SELECT unnest(?::VARCHAR[]))",
+            [changed[:again] + fresh],
+        )
+        con.execute(
+            "UPDATE digital_assets SET deleted_at = now() WHERE asset_id IN "
+            "(SELECT unnest(?::VARCHAR[]))",
+            [changed[again : again + delete]],
+        )
+        snapshots.publish(con, settings.snapshots_dir, timedelta(days=90))
+
+
+@pytest.fixture(scope="module")
+def three_publishes(two_publishes: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of ``two_publishes`` with a third publish (``publish_again``)."""
+    home = tmp_path_factory.mktemp("feed-three") / "home"
+    shutil.copytree(two_publishes, home)
+    publish_again(home, again=10, delete=3)
+    return home
+
+
+@pytest.mark.parametrize("limit", [1, 7, 1000])
+def test_a_walk_sliced_from_its_publishs_change_file_gives_the_pages_the_history_gives(
+    three_publishes: Path, limit: int, tmp_path: Path
+) -> None:
+    """Every walk since a publish, pinned to the newest or to the one before it (its own
+    change file), sliced from the change file as the history gives it, in both formats."""
+    published = snapshots.current(HomeSettings(home=three_publishes).snapshots_dir)
+    assert published is not None
+    state = load_state(published)
+    try:
+        kept = [publish.seq for publish in state.publishes]
+        assert len(kept) == 3
+        for since, pin in [(kept[0], None), (kept[1], None), (kept[0], kept[1])]:
+            plain = walk_pages(state, since, limit, None, pin=pin)
+            sliced = walk_pages(state, since, limit, state.walks, state.change_files, pin)
+            assert [written(page) for page in sliced] == [written(page) for page in plain]
+            assert all(isinstance(page.changes, ChangeSlice) for page in sliced)
+            assert sum(len(page.changes) for page in plain) > 10
+        # Without a change file (a replica's folder), the walk is read from the history.
+        alone = walk_pages(state, kept[0], limit, None, ChangeFiles(tmp_path))
+        assert [written(page) for page in alone] == [
+            written(page) for page in walk_pages(state, kept[0], limit, None)
+        ]
+        assert not any(isinstance(page.changes, ChangeSlice) for page in alone)
+    finally:
+        state.close()
+
+
+def test_a_change_file_carried_on_from_the_last_publishs_is_the_one_the_log_gives(
+    three_publishes: Path, tmp_path: Path
+) -> None:
+    """The third publish wrote its change files from the second's; written again from the
+    history's log alone (no earlier file beside it), each is the same."""
+    folder = HomeSettings(home=three_publishes).snapshots_dir
+    published = snapshots.current(folder)
+    assert published is not None
+    with duckdb.connect(str(published.path), read_only=True) as con:
+        written_counts = write_change_files(con, tmp_path)
+        head = feed.publishes(con)[-1]
+    assert written_counts[DIGITAL_ASSETS.name] == CHANGED + DELETED + 2
+    for stream in STREAMS:
+        name = snapshots.change_file_name(head.version, stream.name)
+        carried, logged = ChangeFile.open(folder / name), ChangeFile.open(tmp_path / name)
+        assert carried is not None and logged is not None, name
+        assert carried.table.equals(logged.table), name
+
+
+def test_pruning_a_snapshot_removes_its_change_files(two_publishes: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(two_publishes, home)
+    folder = HomeSettings(home=home).snapshots_dir
+    versions = sorted(p.name for p in folder.glob(f"{snapshots.PREFIX}*{snapshots.SUFFIX}"))
+    assert len(versions) == 2
+    names = {p.name for p in folder.glob(f"{snapshots.CHANGES_PREFIX}*")}
+    assert len(names) == 2 * len(STREAMS)
+    removed = snapshots.prune(folder, keep=1, grace_s=0)
+    current = snapshots.current(folder)
+    assert current is not None
+    left = {p.name for p in folder.glob(f"{snapshots.CHANGES_PREFIX}*")}
+    assert left == {snapshots.change_file_name(current.version, s.name) for s in STREAMS}
+    assert {p.name for p in removed} >= names - left
 
 
 def test_every_stream_whose_feed_reads_its_record_file_is_a_list_paged_by_number() -> None:

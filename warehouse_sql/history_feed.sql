@@ -89,3 +89,7 @@ LIMIT $limit;
 -- name: records_since_by_key
 -- The same, ordered by key (binary, as Python orders strings): a worker searches it in place.
 SELECT key, since FROM history.feed_state WHERE stream = $stream ORDER BY key;
+
+-- name: logged_keys
+-- The keys of stream `$stream` that publish `$seq` logged as changed or gone, by key.
+SELECT key FROM history.feed_log WHERE stream = $stream AND seq = $seq ORDER BY key;

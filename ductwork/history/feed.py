@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # a server's modules: numpy and Arrow stay out of a sync that
     import numpy as np
     import pyarrow as pa
 
+    from ductwork.history.change_files import ChangeFile
     from ductwork.history.walks import WalkListings
 
 TOKEN_FORMAT = 1
@@ -53,6 +54,13 @@ class RecordsNow(Protocol):
     def records_at(self, positions: np.ndarray) -> pa.Array:
         """The records at ``positions`` (``record_positions``'), in a binary array, null at
         -1."""
+
+
+class ChangeFileSource(Protocol):
+    """The change files a server has at hand (``ductwork.history.change_files``)."""
+
+    def change_file(self, stream: str, version: str) -> ChangeFile | None:
+        """The change file of ``stream`` written by the publish of ``version``, if any."""
 
 
 class InvalidToken(ValueError):
@@ -218,34 +226,30 @@ def read_page(
     known: tuple[list[Publish], str] | None = None,
     walks: WalkListings | None = None,
     records_now: RecordsNow | None = None,
+    change_files: ChangeFileSource | None = None,
 ) -> FeedPage:
     """One page of ``stream``'s walk from ``position``, on a snapshot's connection; ``known``
     gives the snapshot's publishes and mirror name when the caller holds them already. A server
     passes what it keeps of the snapshot: ``walks``, the listings of the walks it answers, and
-    ``records_now``, the stream's current records where it holds them.
+    ``records_now``, the stream's current records where it holds them, and ``change_files``,
+    from which a walk since a publish is sliced where its pinned publish wrote one.
 
     HistoryGone when the position needs publishes no longer kept; a position ahead of this
     snapshot's history (a token from a replica that is further on) is caught up."""
     kept, mirror = known if known is not None else (publishes(con), mirror_id(con))
-    if not kept:
-        raise HistoryGone(datetime.fromtimestamp(0).astimezone())
+    sliced = sliced_page(stream, position, limit, (kept, mirror), change_files)
+    if sliced is not None:
+        return sliced
     by_seq = {publish.seq: publish for publish in kept}
     oldest, head = kept[0], kept[-1]
     pin = head.seq if position.pin is None else position.pin
-    if pin > head.seq:  # pinned on a publish this snapshot does not know yet
-        return FeedPage([], encode_token(position, mirror), False, head)
-    if pin < oldest.seq or (position.since is not None and position.since < oldest.seq):
-        raise HistoryGone(oldest.published_at)
-    if position.since is not None and position.since >= pin:
-        caught_up = Position(stream, max(position.since, pin))
-        return FeedPage([], encode_token(caught_up, mirror), False, by_seq[pin])
     after_version, after_key = position.after or (-1, "")
     params = {"stream": stream, "since": position.since, "pin": pin, "oldest": oldest.seq}
     if position.since is None:
         statement = "current" if pin == head.seq else "loaded_at"
     else:
         statement = "changed"
-    sql = _feed_statement(statement, stream_sql)
+    sql = feed_statement(statement, stream_sql)
     listing = None
     if walks is not None and position.after is not None:  # not a walk's first page
         whole = {**params, "after_version": -1, "after_key": "", "limit": WHOLE_LISTING}
@@ -278,7 +282,7 @@ def read_page(
     if records_now is not None and pin == head.seq:
         records = records_now.records_by_key(keys)
     if records is None:
-        records = _records(con, stream_sql, keys, None if pin == head.seq else pin)
+        records = records_of_keys(con, stream_sql, keys, None if pin == head.seq else pin)
     changes = []
     for key, version in listed:
         publish = by_seq.get(version, oldest)
@@ -288,6 +292,43 @@ def read_page(
     last = (listed[-1][1], listed[-1][0]) if more else None
     token = encode_token(_next_position(stream, position, pin, last), mirror)
     return FeedPage(changes, token, more, by_seq[pin])
+
+
+def sliced_page(
+    stream: str,
+    position: Position,
+    limit: int,
+    known: tuple[list[Publish], str],
+    change_files: ChangeFileSource | None,
+) -> FeedPage | None:
+    """The page of ``stream``'s walk from ``position`` when it needs no read of the snapshot:
+    a walk since a token, sliced from the change file of the publish it is pinned to, or a
+    walk caught up, or pinned on a publish the snapshot does not know yet; None otherwise
+    (``read_page`` reads it). ``known``: the snapshot's publishes and the mirror's name.
+    HistoryGone when the position needs publishes no longer kept."""
+    kept, mirror = known
+    if not kept:
+        raise HistoryGone(datetime.fromtimestamp(0).astimezone())
+    by_seq = {publish.seq: publish for publish in kept}
+    oldest, head = kept[0], kept[-1]
+    pin = head.seq if position.pin is None else position.pin
+    if pin > head.seq:  # pinned on a publish this snapshot does not know yet
+        return FeedPage([], encode_token(position, mirror), False, head)
+    if pin < oldest.seq or (position.since is not None and position.since < oldest.seq):
+        raise HistoryGone(oldest.published_at)
+    if position.since is not None and position.since >= pin:
+        caught_up = Position(stream, max(position.since, pin))
+        return FeedPage([], encode_token(caught_up, mirror), False, by_seq[pin])
+    if position.since is None or change_files is None:
+        return None
+    found = change_files.change_file(stream, by_seq[pin].version)
+    if found is None:
+        return None
+    since, after = position.since, position.after
+    changes, more = found.page(since, after, limit, lambda v: by_seq.get(v, oldest))
+    last = (int(changes.versions[-1]), changes.keys[-1].as_py()) if more else None
+    token = encode_token(_next_position(stream, position, pin, last), mirror)
+    return FeedPage(changes, token, more, by_seq[pin], changes.write)
 
 
 def _next_position(
@@ -312,13 +353,13 @@ def _named(statement: str, params: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in params.items() if f"${k}" in statement}
 
 
-def _feed_statement(name: str, stream_sql: str) -> str:
+def feed_statement(name: str, stream_sql: str) -> str:
     """A statement of ``history_feed.sql``, on the stream's ``<stream>_as_of`` macro."""
     return fill(section("history_feed", name), records=f"{stream_sql}_as_of")
 
 
-def _records(
-    con: duckdb.DuckDBPyConnection, stream_sql: str, keys: list[str], pin: int | None
+def records_of_keys(
+    con: duckdb.DuckDBPyConnection, stream_sql: str, keys: list[str], pin: int | None = None
 ) -> dict[str, bytes]:
     """The records of ``keys`` at publish ``pin`` (None: the snapshot's own), by key; a key
     without a record then is missing. A stream may read its own publish's records its own,
@@ -326,7 +367,7 @@ def _records(
     if not keys:
         return {}
     now = stream_section(stream_sql, "feed_records_now") if pin is None else ""
-    statement = now or _feed_statement("records", stream_sql)
+    statement = now or feed_statement("records", stream_sql)
     rows = _run(con, statement, {"pin": pin, "keys": keys})
     return {key: record.encode() for key, record in rows.fetchall()}
 

@@ -92,6 +92,13 @@ class ChangeColumns(Sequence[Change]):
         """The entries' ``json_bytes`` joined by ``separator``."""
         if not len(self):
             return b""
+        entries = self.entry_array(separator)
+        # The entries lie one after another in the array's data: one slice, less the last
+        # separator.
+        return joined_data(entries, len(separator))
+
+    def entry_array(self, separator: bytes) -> pa.Array:
+        """Each entry's ``json_bytes`` followed by ``separator``, in a large binary array."""
         found = pc.is_valid(self.records)
         openings = pc.if_else(found, _UPSERT, _DELETE)
         records = pc.if_else(found, self.records.cast(pa.large_binary()), _NULL)
@@ -102,14 +109,19 @@ class ChangeColumns(Sequence[Change]):
         ).take(pa.array(which.astype(np.int64)))
         keys = self.keys.cast(pa.large_binary())
         closing = pa.scalar(b"}" + separator, pa.large_binary())
-        entries = pc.binary_join_element_wise(openings, keys, members, records, closing, _NOTHING)
-        # The entries lie one after another in the array's data: one slice, less the last
-        # separator.
-        offsets = np.frombuffer(entries.buffers()[1], dtype=np.int64)
-        first, last = entries.offset, entries.offset + len(entries)
-        start, end = int(offsets[first]), int(offsets[last]) - len(separator)
-        return entries.buffers()[2][start:end].to_pybytes()
+        return pc.binary_join_element_wise(openings, keys, members, records, closing, _NOTHING)
 
     def _members(self, version: int) -> bytes:
         publish = self.publish_of(version)
         return publish_members(publish.version, publish.published_at)
+
+
+def joined_data(entries: pa.Array, separator_length: int) -> bytes:
+    """The bytes of a large binary array's values, one after another, less the last
+    ``separator_length`` bytes (the separator each value ends with): one copy of one slice."""
+    if not len(entries):
+        return b""
+    offsets = np.frombuffer(entries.buffers()[1], dtype=np.int64)
+    first, last = entries.offset, entries.offset + len(entries)
+    start, end = int(offsets[first]), int(offsets[last]) - separator_length
+    return entries.buffers()[2][start:end].to_pybytes()

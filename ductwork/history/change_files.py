@@ -1,0 +1,305 @@
+"""Each publish's change files: a stream's changes feed as of that publish, written beside its
+snapshot in feed order, so that a page of a walk since an earlier publish is one slice of it.
+
+A walk since publish S pinned to publish P lists every key whose last change up to P came after
+S, in (version, key) order, each in its state at P. Read from the history, a walk aggregates
+the log of changes, then finds each key's record. Instead, every publish writes per stream the
+listing of every key changed since the oldest publish kept, each with its last change and its
+entry as the feed writes it (``Change.json_bytes``) followed by a comma: every walk pinned to
+that publish is a suffix of it, and a page of one is a slice, whose JSON entries are the
+slice's bytes less the last comma.
+
+A publish writes its file from the last publish's (its entries, but those of the keys changed
+now and of changes no longer kept, then the entries of the keys changed now, by key), or from
+the history's log when that one is missing. Layout: an Arrow IPC file of one record batch,
+``version`` (int64: the publish of the key's last change), ``key``, ``deleted`` and ``entry``.
+A server maps it; without it (a replica receives the snapshots alone; a snapshot published
+before change files were written) a walk is read from the history.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import overload
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ductwork import file_modes
+from ductwork.contract.encoding import dumps
+from ductwork.history import feed
+from ductwork.history.feed import Change, Publish, opening_of, publish_members
+from ductwork.history.page_columns import ChangeColumns, joined_data
+from ductwork.history.walks import Listing, writable_as_is
+from ductwork.snapshots import CHANGES_PARTIAL, CHANGES_PREFIX, change_file_name
+from ductwork.streams.model import Stream
+from ductwork.streams.registry import STREAMS
+from warehouse_sql import section
+
+FORMAT = {b"ductwork-change-file": b"1"}
+SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("key", pa.string()),
+        ("deleted", pa.bool_()),
+        ("entry", pa.large_binary()),  # the entry's JSON, then a comma
+    ],
+    metadata=FORMAT,
+)
+OPENED = 16  # change files a server keeps open per snapshot (a walk pinned to an older publish)
+_NOTHING = pa.scalar(b"", pa.large_binary())
+
+
+def write_change_files(con: duckdb.DuckDBPyConnection, folder: Path) -> dict[str, int]:
+    """Write every stream's change file for the newest publish the history of ``con`` (the
+    warehouse, its publish just recorded) keeps, into ``folder`` (the snapshots'); the entries
+    of each, by stream."""
+    kept = feed.publishes(con)
+    if not kept:
+        return {}
+    head, oldest = kept[-1], kept[0]
+    by_seq = {publish.seq: publish for publish in kept}
+
+    def publish_of(version: int) -> Publish:
+        return by_seq.get(version, oldest)
+
+    written = {}
+    for stream in STREAMS:
+        table = None
+        if len(kept) > 1:
+            last = ChangeFile.open(folder / change_file_name(kept[-2].version, stream.name))
+            table = _carried_on(con, stream, last, head.seq, oldest.seq, publish_of)
+        if table is None:
+            table = _from_log(con, stream, head.seq, oldest.seq, publish_of)
+        _write(table, folder, change_file_name(head.version, stream.name))
+        written[stream.name] = table.num_rows
+    return written
+
+
+def _carried_on(
+    con: duckdb.DuckDBPyConnection,
+    stream: Stream,
+    last: ChangeFile | None,
+    seq: int,
+    oldest: int,
+    publish_of: Callable[[int], Publish],
+) -> pa.Table | None:
+    """The last publish's entries that still hold, then those of the keys publish ``seq``
+    changed; None without the last publish's file."""
+    if last is None:
+        return None
+    rows = con.sql(
+        section("history_feed", "logged_keys"), params={"stream": stream.name, "seq": seq}
+    )
+    changed = rows.to_arrow_table().column(0).cast(pa.string()).combine_chunks()
+    holding = pc.and_(
+        pc.greater(pa.array(last.versions), oldest),
+        pc.invert(pc.is_in(last.keys, value_set=changed)),
+    )
+    still = last.table.filter(holding)
+    now = _entries(con, stream, changed, np.full(len(changed), seq, np.int64), publish_of)
+    return pa.concat_tables([still, now]).combine_chunks()
+
+
+def _from_log(
+    con: duckdb.DuckDBPyConnection,
+    stream: Stream,
+    seq: int,
+    oldest: int,
+    publish_of: Callable[[int], Publish],
+) -> pa.Table:
+    """Every key changed after publish ``oldest`` up to ``seq``, with its last change, read
+    from the history's log (the walk since ``oldest`` pinned to ``seq``, whole)."""
+    statement = feed.feed_statement("changed", stream.sql)
+    params = {
+        "stream": stream.name,
+        "since": oldest,
+        "pin": seq,
+        "after_version": -1,
+        "after_key": "",
+        "limit": feed.WHOLE_LISTING,
+    }
+    listing = con.sql(statement, params=params).to_arrow_table()
+    keys = listing.column(0).cast(pa.string()).combine_chunks()
+    versions = listing.column(1).to_numpy().astype(np.int64, copy=False)
+    return _entries(con, stream, keys, versions, publish_of)
+
+
+def _entries(
+    con: duckdb.DuckDBPyConnection,
+    stream: Stream,
+    keys: pa.Array,
+    versions: np.ndarray,
+    publish_of: Callable[[int], Publish],
+) -> pa.Table:
+    """The rows of ``keys`` changed at ``versions``: each key's record now (none: a delete)
+    written into its entry."""
+    names = keys.to_pylist()
+    found = feed.records_of_keys(con, stream.sql, names)
+    records = pa.array([found.get(key) for key in names], pa.large_binary())
+    columns = ChangeColumns(keys, versions, records, publish_of)
+    if writable_as_is(keys):
+        entries = columns.entry_array(b",")
+    else:  # a key with a character JSON escapes: written by ``dumps``, entry by entry
+        entries = pa.array([change.json_bytes() + b"," for change in columns], pa.large_binary())
+    deleted = pc.is_null(records)
+    return pa.table([pa.array(versions, pa.int64()), keys, deleted, entries], schema=SCHEMA)
+
+
+def _write(table: pa.Table, folder: Path, name: str) -> None:
+    """Write ``table`` as the change file ``name`` in ``folder``: under a temporary name,
+    flushed to disk, then renamed into place."""
+    modes = file_modes.current()
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=CHANGES_PREFIX, suffix=CHANGES_PARTIAL)
+    try:
+        modes.secure_descriptor(fd)
+        with os.fdopen(fd, "wb") as file:
+            with pa.ipc.new_file(file, SCHEMA) as writer:
+                writer.write_table(table.combine_chunks())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, folder / name)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class ChangeFile:
+    """One stream's change file, mapped: its entries in (version, key) order."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.versions = _column(table, "version").to_numpy(zero_copy_only=True)
+        self.keys = _column(table, "key")
+        self.deleted = _column(table, "deleted")
+        self.entries = _column(table, "entry")
+
+    @classmethod
+    def open(cls, path: Path) -> ChangeFile | None:
+        """The change file at ``path`` mapped; None when there is none (or it is not one of
+        this format)."""
+        try:
+            reader = pa.ipc.open_file(pa.memory_map(str(path)))
+            if reader.schema != SCHEMA or reader.schema.metadata != FORMAT:
+                return None
+            return cls(reader.read_all())
+        except (OSError, pa.ArrowInvalid):
+            return None
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def page(
+        self,
+        since: int,
+        after: tuple[int, str] | None,
+        count: int,
+        publish_of: Callable[[int], Publish],
+    ) -> tuple[ChangeSlice, bool]:
+        """Up to ``count`` changes of the walk since publish ``since`` after (version, key)
+        ``after`` (None: from its start), and whether the walk has more."""
+        start = int(np.searchsorted(self.versions, since, side="right"))
+        if after is not None:
+            start = max(start, Listing(self.versions, self.keys).after(*after))
+        end = min(start + count, len(self))
+        start = min(start, end)
+        found = ChangeSlice(
+            self.keys.slice(start, end - start),
+            self.versions[start:end],
+            self.deleted.slice(start, end - start),
+            self.entries.slice(start, end - start),
+            publish_of,
+        )
+        return found, end < len(self)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    """A column of ``table`` as one array (one record batch: no copy)."""
+    column = table.column(name)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+class ChangeSlice(Sequence[Change]):
+    """A page's changes, sliced from a change file: keys, versions, whether each is a delete,
+    and the entries as the feed writes them, each followed by a comma."""
+
+    def __init__(
+        self,
+        keys: pa.Array,
+        versions: np.ndarray,
+        deleted: pa.Array,
+        entries: pa.Array,
+        publish_of: Callable[[int], Publish],
+    ) -> None:
+        self.keys = keys
+        self.versions = versions
+        self.deleted = deleted
+        self.entries = entries
+        self.publish_of = publish_of
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @overload
+    def __getitem__(self, index: int) -> Change: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Change]: ...
+
+    def __getitem__(self, index: int | slice) -> Change | Sequence[Change]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        publish = self.publish_of(int(self.versions[index]))
+        key = self.keys[index].as_py()
+        if self.deleted[index].as_py():
+            return Change("delete", key, publish.version, publish.published_at, None)
+        # The record lies between the entry's members and its closing brace and comma.
+        members = publish_members(publish.version, publish.published_at)
+        skipped = len(opening_of("upsert")) + len(dumps(key)) + len(members)
+        record = self.entries[index].as_py()[skipped:-2]
+        return Change("upsert", key, publish.version, publish.published_at, record)
+
+    def write(self, separator: bytes) -> bytes:
+        """The entries' ``json_bytes`` joined by ``separator``: with a comma, the slice's bytes
+        as the file holds them."""
+        if separator == b",":
+            return joined_data(self.entries, 1)
+        bare = pc.binary_slice(self.entries, 0, -1)
+        closing = pa.scalar(separator, pa.large_binary())
+        return joined_data(pc.binary_join_element_wise(bare, closing, _NOTHING), len(separator))
+
+
+class ChangeFiles:
+    """The change files a server has opened from the snapshots' folder, by publish version and
+    stream, the most recently used kept up to ``OPENED`` (one found missing is remembered as
+    such: a publish writes its files before its snapshot is current)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._opened: OrderedDict[tuple[str, str], ChangeFile | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def change_file(self, stream: str, version: str) -> ChangeFile | None:
+        """The change file of ``stream`` written by the publish of ``version``, if any."""
+        name = (version, stream)
+        with self._lock:
+            if name in self._opened:
+                self._opened.move_to_end(name)
+                return self._opened[name]
+        found = ChangeFile.open(self.folder / change_file_name(version, stream))
+        with self._lock:
+            self._opened[name] = found
+            while len(self._opened) > OPENED:
+                self._opened.popitem(last=False)
+        return found
