@@ -86,8 +86,14 @@ def test_a_serving_worker_leases_its_snapshot_and_lets_it_go_when_it_switches(
     (tmp_path / snapshots.POINTER).write_text(names[1], encoding="utf-8")  # a new publish
 
     assert snapshots.prune(tmp_path, keep=1, grace_s=0) == []  # still served
+    old_records = snapshots.record_file_names(old)
     assert live.load_now().version == "v2"
-    assert snapshots.prune(tmp_path, keep=1, grace_s=0) == [old]
+    # The old snapshot goes, and with it the record files written while it was served (kept
+    # until then: a record file of a leased snapshot is never removed by a worker).
+    pruned = snapshots.prune(tmp_path, keep=1, grace_s=0)
+    assert pruned[0] == old
+    assert {path.name for path in pruned[1:]} <= old_records
+    assert not old.exists()
 
 
 def test_prune_removes_a_killed_publish_copy_at_once_but_keeps_one_being_written(
