@@ -142,7 +142,7 @@ def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_
     with open_warehouse(resource) as con:
         _store_leads(con, [lead("L0", "2018-01-01T00:00:00.000Z")], None)  # outside the batch
         _store_leads(con, [*leads, undated], None)
-        details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3)] + [("L4", None)]
+        details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3, 4)]
         DETAILS.write(con, DETAILS.rows(details, DriftTally(LEAD_DETAIL_RECORD)))
         current = con.execute(
             "SELECT id, detail_found, detail_status FROM lead_history WHERE is_current ORDER BY id"
@@ -154,7 +154,7 @@ def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_
         ("L1", True, "Qualified"),
         ("L2", True, "Qualified"),
         ("L3", True, "Qualified"),
-        ("L4", False, None),
+        ("L4", True, "Qualified"),
     ]
     assert versions == 5  # completed in place: first details are not a change
 
