@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS lead_detail_queue (
 
 -- Type-2 history of leads with their details: one row per version. A version opens when the
 -- list item or the details change, and closes (valid_to, is_current = false) when the next
--- one opens. Written in the transactions that upsert `leads` and `lead_details`.
+-- one opens or the lead is deleted upstream (a deleted lead has no current version). Written
+-- in the transactions that upsert `leads` and `lead_details`, and that forget deleted leads.
 CREATE TABLE IF NOT EXISTS lead_history (
     id                   VARCHAR NOT NULL,
     valid_from           TIMESTAMPTZ NOT NULL,
