@@ -7,7 +7,8 @@ the sandbox's ``POST /_sandbox/delete``:
 - a full listing (``--full-refresh leads``, ``--reconcile``), for any lead;
 - a 404 on the details of a lead queued for them.
 
-A listing cut short (a walk refused midway) takes no lead for deleted.
+A listing cut short (a walk refused midway) takes no lead for deleted; leads deleted at random
+by the sandbox's ``leads_deleted`` mutation all leave on a reconciliation.
 
 Each time the served lead list equals the upstream's (every page after the deleted lead in its
 place, ``createdAfter`` windows and ``fields`` projections alike), the lead's detail is a 404 as
@@ -273,3 +274,18 @@ def test_a_full_listing_cut_short_takes_no_lead_for_deleted(mirrored: Mirrored) 
 
     synced(mirrored, "--full-refresh", "leads")
     assert_left_as_upstream(mirrored, deleted, token)
+
+
+def test_leads_deleted_at_random_by_the_sandboxs_mutation_all_leave_the_mirror_on_a_reconciliation(
+    mirrored: Mirrored,
+) -> None:
+    token = caught_up_token(mirrored)
+    before = {lead["Id"]: lead for lead in upstream_leads(mirrored.upstream)}
+    deleted = mutate(mirrored.upstream, leads_deleted=3)["leads_deleted"]
+    assert len(set(deleted)) == 3
+    assert len(upstream_leads(mirrored.upstream)) == len(before) - 3
+
+    synced(mirrored, "--reconcile", *LEAD_STEPS)
+
+    for lead_id in deleted:
+        assert_left_as_upstream(mirrored, before[lead_id], token)
