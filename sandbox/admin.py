@@ -2,6 +2,8 @@
 
 - ``GET /_sandbox/faults``, ``PUT /_sandbox/faults`` (a JSON object of settings to change)
 - ``POST /_sandbox/mutate`` (``{"assets_updated": n, ...}``; answers the ids touched)
+- ``POST /_sandbox/delete`` (``{"leads": [id, ...]}``: deletes those leads; answers the ids
+  deleted)
 - ``GET /_sandbox/stats`` (record counts and counters)
 - ``GET /_sandbox/log`` (recent requests: arrival time, answer time, path, query string,
   status; -1 for a dropped connection)
@@ -47,6 +49,7 @@ class AdminApi:
         allowed = {
             "faults": ("GET", "PUT"),
             "mutate": ("POST",),
+            "delete": ("POST",),
             "stats": ("GET",),
             "log": ("GET",),
         }
@@ -62,10 +65,23 @@ class AdminApi:
         if name == "mutate":
             counts = validate_counts(_object(await read_body(receive)))
             return _json(state.mutate(counts))
+        if name == "delete":
+            return _json({"leads": state.delete_leads(_ids(_object(await read_body(receive))))})
         if name == "stats":
             with state.lock:
                 return _json(state.stats())
         return _json([list(entry) for entry in state.request_log])
+
+
+def _ids(body: dict) -> list[str]:
+    """The lead ids of a delete request; ValueError unless ``leads`` is a list of strings."""
+    unknown = sorted(set(body) - {"leads"})
+    if unknown:
+        raise ValueError(f"unknown record kinds: {', '.join(unknown)}")
+    ids = body.get("leads", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError("leads must be a list of lead ids")
+    return ids
 
 
 def _object(body: bytes) -> dict:

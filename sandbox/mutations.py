@@ -31,6 +31,7 @@ KINDS = (
     "products_drifted",
     "assets_drifted",
     "leads_drifted",
+    "leads_deleted",
 )
 RECENT_LEAD_DAYS = 30
 RECENT_LEAD_SHARE = 0.9  # most changes hit leads created lately, as in a real CRM
@@ -64,6 +65,7 @@ def apply_mutation(state: SandboxState, counts: dict[str, int]) -> dict[str, lis
         "products_drifted": _drift_products,
         "assets_drifted": _drift_assets,
         "leads_drifted": _drift_leads,
+        "leads_deleted": _delete_random_leads,
     }
     return {kind: steps[kind](state, rng, counts.get(kind, 0)) for kind in KINDS}
 
@@ -132,6 +134,26 @@ def _change_leads(state: SandboxState, rng: random.Random, n: int) -> list[str]:
         if index is not None:
             state.leads.bodies[index] = dumps(item)
     return list(chosen)
+
+
+def delete_leads(state: SandboxState, lead_ids: list[str]) -> list[str]:
+    """Delete these leads (the caller holds ``state.lock``): they leave the list and their
+    details answer 404. Deletions are not announced, as the upstream's are not. Returns the ids
+    deleted, in the list's order."""
+    deleted = state.leads.remove(lead_ids)
+    state.deleted_leads.update(deleted)
+    for lead_id in deleted:
+        state.lead_overrides.pop(lead_id, None)
+    return deleted
+
+
+def _delete_random_leads(state: SandboxState, rng: random.Random, n: int) -> list[str]:
+    keys = state.leads.keys
+    if not keys or n == 0:
+        return []
+    return delete_leads(
+        state, [keys[i][1] for i in rng.sample(range(len(keys)), min(n, len(keys)))]
+    )
 
 
 def _add_leads(state: SandboxState, rng: random.Random, n: int) -> list[str]:

@@ -34,6 +34,19 @@ class LeadList:
         at = bisect.bisect_left(self.keys, key)
         return at if at < len(self.keys) and self.keys[at] == key else None
 
+    def remove(self, lead_ids: Iterable[str]) -> list[str]:
+        """Drop the leads with these ids (one pass over the list); returns the ids dropped, in
+        the list's order."""
+        doomed = set(lead_ids)
+        dropped = [key[1] for key in self.keys if key[1] in doomed]
+        if dropped:
+            kept = [
+                (k, b) for k, b in zip(self.keys, self.bodies, strict=True) if k[1] not in doomed
+            ]
+            self.keys = [k for k, _ in kept]
+            self.bodies = [b for _, b in kept]
+        return dropped
+
     def append(self, key: tuple[str, str], body: bytes) -> None:
         """Add a lead later than every other."""
         if self.keys and key <= self.keys[-1]:

@@ -55,6 +55,7 @@ class SandboxState:
     next_asset: int = 0
     next_lead: int = 0
     lead_overrides: dict[str, tuple[Record, Record]] = field(default_factory=dict)
+    deleted_leads: set[str] = field(default_factory=set)
     catalog: CatalogView | None = None
 
     def rebuild_catalog(self) -> None:
@@ -69,7 +70,9 @@ class SandboxState:
         return self.catalog
 
     def lead(self, lead_id: str) -> tuple[Record, Record] | None:
-        """(list item, detail) of a lead, or None if no lead has that id."""
+        """(list item, detail) of a lead, or None if no lead has that id (or it was deleted)."""
+        if lead_id in self.deleted_leads:
+            return None
         changed = self.lead_overrides.get(lead_id)
         if changed is not None:
             return changed
@@ -92,6 +95,14 @@ class SandboxState:
 
         with self.lock:
             return apply_mutation(self, counts)
+
+    def delete_leads(self, lead_ids: list[str]) -> list[str]:
+        """Delete these leads, as a CRM user deletes one: it leaves the list and its detail is a
+        404 from then on. Unknown ids are passed over; returns the ids deleted."""
+        from sandbox.mutations import delete_leads
+
+        with self.lock:
+            return delete_leads(self, lead_ids)
 
     def log_request(
         self, arrived: float, answered: float, path: str, query: str, status: int

@@ -20,6 +20,7 @@ from assets.resources import Warehouse, open_warehouse
 from ductwork.streams.crm import LEAD_DETAIL_RECORD
 from ductwork.streams.registry import DIGITAL_ASSETS, LEADS
 from ductwork.sync.context import SyncContext
+from ductwork.sync.cursor_list import Listing
 from ductwork.sync.updated_after import HeldPage, Walker
 from ductwork.upstream.digital_asset_walk import PageWalkProgress
 from ductwork.upstream.schema_drift import DriftTally
@@ -142,7 +143,7 @@ def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_
     with open_warehouse(resource) as con:
         _store_leads(con, [lead("L0", "2018-01-01T00:00:00.000Z")], None)  # outside the batch
         _store_leads(con, [*leads, undated], None)
-        details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3)] + [("L4", None)]
+        details = [(f"L{n}", {"status": "Qualified"}) for n in (1, 2, 3, 4)]
         DETAILS.write(con, DETAILS.rows(details, DriftTally(LEAD_DETAIL_RECORD)))
         current = con.execute(
             "SELECT id, detail_found, detail_status FROM lead_history WHERE is_current ORDER BY id"
@@ -154,9 +155,32 @@ def test_a_batch_of_details_completes_the_version_of_each_of_its_leads_dated_or_
         ("L1", True, "Qualified"),
         ("L2", True, "Qualified"),
         ("L3", True, "Qualified"),
-        ("L4", False, None),
+        ("L4", True, "Qualified"),
     ]
     assert versions == 5  # completed in place: first details are not a change
+
+
+def test_a_lead_listed_again_after_its_deletion_opens_a_version_after_its_last_one_ended(
+    tmp_path: Path,
+) -> None:
+    """A deleted lead has no current version; listed again (deleted by mistake upstream, then
+    restored), its new version opens when its last one ended, not at its CreatedDate: the
+    versions of a lead never overlap."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    with open_warehouse(resource) as con:
+        _store_leads(con, [lead("L1", "2025-01-01T00:00:00.000Z")], None)
+        LIST.mark_unlisted_deleted(con, Listing(complete=True))  # a listing without L1
+        gone = con.execute("SELECT count(*) FROM leads").fetchall()[0][0]
+        current = con.execute("SELECT count(*) FROM lead_history WHERE is_current").fetchall()
+        _store_leads(con, [lead("L1", "2025-01-01T00:00:00.000Z")], None)
+        versions = con.execute(
+            "SELECT valid_from, valid_to, is_current FROM lead_history WHERE id = 'L1' "
+            "ORDER BY valid_from"
+        ).fetchall()
+
+    assert gone == 0 and current == [(0,)]
+    assert [v[2] for v in versions] == [False, True]
+    assert versions[1][0] >= versions[0][1]  # no overlap with the version the deletion closed
 
 
 def test_a_page_walk_that_listed_an_asset_twice_still_saw_every_asset_once(

@@ -5,12 +5,18 @@ details (``ductwork.sync.detail_queue``).
 
 Pages are committed several at a time, each commit upserting the pages' records, versioning
 their history, queueing their details and moving the cursor in one transaction.
+
+Deletions upstream are not announced: a record simply stops being listed. A run whose walks
+listed a range of the list completely (every record, from no cursor; or, with the window
+re-read, every record created after the window's start) marks the stored records of that range
+it did not list deleted, once every walk has ended. A walk that fails raises before that, so a
+listing cut short deletes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import duckdb
@@ -18,6 +24,7 @@ import duckdb
 from ductwork.contract.encoding import dumps, format_datetime, parse_received_datetime
 from ductwork.streams.model import Step
 from ductwork.sync.context import PendingPages, StepResult, SyncContext, epoch_seconds, fetch
+from ductwork.sync.deletions import forget_gone
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.lead_cursor import Cursor, Sink, walk_leads
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
@@ -36,10 +43,23 @@ CURSOR_MEMBERS = ("CreatedDate", "Id")
 HeldPage = tuple[list[Record], Cursor | None]
 
 
+@dataclass
+class Listing:
+    """What a run's walks listed: the ids of every record they read and the range of the list
+    they read whole, every record created after ``created_after`` (None: every record).
+    ``complete`` is False when they read no range whole (an incremental run without a window
+    re-read): then nothing may be taken for deleted."""
+
+    created_after: str | None = None
+    complete: bool = False
+    ids: set[str] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class CursorList:
     """The reader of such a list: its SQL file (sections ``stored_with_details``, ``changed``,
-    ``differing``, ``upsert``, ``history_apply``, ``queue_all``, ``counts``) and its rows."""
+    ``differing``, ``upsert``, ``history_apply``, ``unlisted``, ``forget_gone``, ``queue_all``,
+    ``counts``) and its rows."""
 
     sql: str
     row: RowOf
@@ -68,15 +88,16 @@ class CursorList:
         fetched = fetch(
             context.upstream, lambda client: self._walk(client, step.asset, con, start, window)
         )
+        counts, listing = fetched.value
+        deleted = self.mark_unlisted_deleted(con, listing) if listing.complete else 0
         if options.reconcile:
             con.execute(self.statement("queue_all"))
         total, queued = con.execute(self.statement("counts")).fetchall()[0]
         cursor = read_state(con, step.asset) or {}
-        counts = fetched.value
         return StepResult.of(
-            step.asset, fetched, total, counts["records_changed"],
+            step.asset, fetched, total, counts["records_changed"] + deleted,
             **{k: v for k, v in counts.items() if k != "records_changed"},
-            details_queued=queued, mode=options.mode.value,
+            rows_deleted=deleted, details_queued=queued, mode=options.mode.value,
             cursor_created_date=cursor.get("CreatedDate", ""),
             cursor_id=cursor.get("Id", ""),
             cursor_epoch_s=epoch_seconds(cursor.get("CreatedDate")),
@@ -89,11 +110,14 @@ class CursorList:
         con: duckdb.DuckDBPyConnection,
         start: Cursor | None,
         window_days: int | None,
-    ) -> dict[str, int]:
+    ) -> tuple[dict[str, int], Listing]:
         """New records from the committed cursor on; then, re-read the recent window for
-        changes. The counts include the schema drift of every record read."""
+        changes. Returns the counts, which include the schema drift of every record read, and
+        what the walks listed (both walks having ended: one that fails raises)."""
         drift = DriftTally(self.shape)
         changed = [0]
+        # From no cursor the walk lists every record; from a cursor, only with the window.
+        listing = Listing(complete=start is None)
 
         def into(held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
             """A walk's sink: count each page's drift and hold it, with its cursor when the
@@ -101,6 +125,7 @@ class CursorList:
 
             async def take(records: list[Record], cursor: Cursor) -> None:
                 drift.count(records)
+                listing.ids.update(str(record[self.id_member]) for record in records)
                 await held.add((records, cursor if moves_cursor else None), len(records))
 
             return take
@@ -127,7 +152,30 @@ class CursorList:
                 )
             counts["pages"] += window.pages
             counts["leads_revisited"] = window.records
-        return {**counts, "records_changed": changed[0], **drift.as_metadata()}
+            # The window (since, start] and the walk after start: every record created after
+            # the window's start.
+            listing.created_after, listing.complete = format_datetime(since), True
+        return {**counts, "records_changed": changed[0], **drift.as_metadata()}, listing
+
+    def mark_unlisted_deleted(self, con: duckdb.DuckDBPyConnection, listing: Listing) -> int:
+        """Take the stored records of a complete listing's range that it did not list for
+        deleted upstream (``forget_gone``, in one transaction); returns how many. A listing that
+        missed none writes nothing, so a run with nothing new still leaves the warehouse file
+        as it found it."""
+        gone = con.execute(
+            self.statement("unlisted"),
+            {"listed": list(listing.ids), "created_after": listing.created_after},
+        ).fetchall()
+        if not gone:
+            return 0
+        con.execute("BEGIN TRANSACTION")
+        try:
+            forget_gone(con, self.statement("forget_gone"), [row[0] for row in gone])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return len(gone)
 
     def store_pages(self, con: duckdb.DuckDBPyConnection, asset: str, pages: list[HeldPage]) -> int:
         """``store`` for held pages, with the cursor after the last, in one transaction. A

@@ -14,6 +14,7 @@ import duckdb
 from ductwork.contract.encoding import dumps, quote_sku
 from ductwork.streams.model import Step
 from ductwork.sync.context import StepResult, SyncContext, fetch, fetch_and_store
+from ductwork.sync.deletions import forget_gone
 from ductwork.upstream.bounded_map import map_bounded
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
@@ -62,8 +63,11 @@ class DetailRows:
 @dataclass(frozen=True)
 class DetailQueue:
     """The reader of such details: the path of one record (``{path}/{id}``), the stream's SQL
-    file (sections ``queued``, ``details_upsert``, ``history_apply``, ``dequeue``,
-    ``detail_counts``) and how a detail becomes a row.
+    file (sections ``queued``, ``forget_gone``, ``details_upsert``, ``history_apply``,
+    ``dequeue``, ``detail_counts``) and how a detail becomes a row.
+
+    A 404 on a detail means the record was deleted upstream: it leaves the list as well
+    (``forget_gone``), and its detail is kept as not found.
 
     ``workers_per_slot``: workers fetching details per request the client keeps in flight.
     Spare workers would keep every slot busy while one waits out a retry's back-off, but each
@@ -158,7 +162,9 @@ class DetailQueue:
 
     def write(self, con: duckdb.DuckDBPyConnection, rows: DetailRows) -> None:
         """Upsert the rows of fetched details, version their history and take their ids off
-        the queue, in one transaction; every row is stamped with this moment."""
+        the queue, in one transaction; every row is stamped with this moment. The records
+        answered 404 are forgotten first (their history closes and they leave the list), so
+        no version opens for them."""
         now = datetime.now(UTC)
         found = stamped(rows.found, now)
         placeholders = NOT_FOUND_COLUMNS.table(
@@ -166,6 +172,8 @@ class DetailQueue:
         )
         con.execute("BEGIN TRANSACTION")
         try:
+            if rows.missing:
+                forget_gone(con, self.statement("forget_gone"), rows.missing)
             for batch in (found, placeholders):
                 if batch.num_rows:
                     con.register("incoming_rows", batch)

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS lead_detail_queue (
 
 -- Type-2 history of leads with their details: one row per version. A version opens when the
 -- list item or the details change, and closes (valid_to, is_current = false) when the next
--- one opens. Written in the transactions that upsert `leads` and `lead_details`.
+-- one opens or the lead is deleted upstream (a deleted lead has no current version). Written
+-- in the transactions that upsert `leads` and `lead_details`, and that forget deleted leads.
 CREATE TABLE IF NOT EXISTS lead_history (
     id                   VARCHAR NOT NULL,
     valid_from           TIMESTAMPTZ NOT NULL,
@@ -305,7 +306,9 @@ SELECT
              CASE WHEN d.id IS NOT NULL THEN md5(coalesce(d.record::VARCHAR, 'not found')) END
             THEN 'change'
     END AS change,
-    CASE WHEN h.id IS NULL THEN least(coalesce(l.created_at, now()), now())
+    -- A lead listed again after its deletion opens its version when its last one ended, not
+    -- at its CreatedDate: its versions never overlap (greatest passes over a NULL).
+    CASE WHEN h.id IS NULL THEN greatest(least(coalesce(l.created_at, now()), now()), e.ended)
          ELSE greatest(now(), h.valid_from) END AS change_at
 FROM (SELECT DISTINCT id FROM incoming_rows) AS i
 JOIN (
@@ -315,7 +318,12 @@ JOIN (
        OR created_at IS NULL
 ) AS l ON l.id = i.id
 LEFT JOIN lead_details AS d ON d.id = l.id
-LEFT JOIN lead_history AS h ON h.id = l.id AND h.is_current;
+LEFT JOIN lead_history AS h ON h.id = l.id AND h.is_current
+LEFT JOIN (
+    SELECT id, max(valid_to) AS ended FROM lead_history
+    WHERE NOT is_current AND id IN (SELECT id FROM incoming_rows)
+    GROUP BY id
+) AS e ON e.id = l.id;
 
 UPDATE lead_history AS h SET
     detail_found = v.detail_found, detail_status = v.detail_status,
@@ -357,6 +365,31 @@ SELECT l.id, l.record::VARCHAR
 FROM leads AS l
 WHERE l.id IN (SELECT unnest(?::VARCHAR[]))
   AND l.id IN (SELECT id FROM lead_details);
+
+-- name: unlisted
+-- The stored leads a complete listing (its ids: the list parameter $listed) did not list, so
+-- deleted upstream: of every lead when $created_after is NULL (a listing from the first lead),
+-- else of the leads created after it (a listing of that range: `createdAfter` keeps the leads
+-- created strictly later). A lead without a CreatedDate lies in no such range. The ids come as
+-- a parameter, not an Arrow table: a run with nothing new builds none (see `stored_with_details`).
+SELECT l.id
+FROM leads AS l
+WHERE ($created_after IS NULL OR l.created_at > CAST($created_after AS TIMESTAMPTZ))
+  AND l.id NOT IN (SELECT unnest($listed::VARCHAR[]));
+
+-- name: forget_gone
+-- Leads deleted upstream (registered as `gone_ids`, by `id`; found by a complete listing, or by
+-- a 404 on their details): their current history versions close, so a deleted lead has no
+-- current version, then they leave the list, their details and the detail queue. Run in the
+-- transaction of the step that learnt of it; the details step stores the 404 after it.
+UPDATE lead_history SET valid_to = greatest(now(), valid_from), is_current = false
+WHERE is_current AND id IN (SELECT id FROM gone_ids);
+
+DELETE FROM lead_detail_queue WHERE id IN (SELECT id FROM gone_ids);
+
+DELETE FROM lead_details WHERE id IN (SELECT id FROM gone_ids);
+
+DELETE FROM leads WHERE id IN (SELECT id FROM gone_ids);
 
 -- name: funnel
 -- Leads by current status, largest first: the lead funnel of the report.
