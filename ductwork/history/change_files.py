@@ -23,9 +23,8 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import overload
 
 import duckdb
 import numpy as np
@@ -36,7 +35,7 @@ from ductwork import file_modes
 from ductwork.contract.encoding import dumps
 from ductwork.history import feed
 from ductwork.history.feed import Change, Publish, opening_of, publish_members
-from ductwork.history.page_columns import ChangeColumns, joined_data
+from ductwork.history.page_columns import ChangeColumns, PositionedChanges, joined_data
 from ductwork.history.walks import Listing, writable_as_is
 from ductwork.snapshots import CHANGES_PARTIAL, CHANGES_PREFIX, change_file_name
 from ductwork.streams.model import Stream
@@ -226,7 +225,7 @@ def _column(table: pa.Table, name: str) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-class ChangeSlice(Sequence[Change]):
+class ChangeSlice(PositionedChanges):
     """A page's changes, sliced from a change file: keys, versions, whether each is a delete,
     and the entries as the feed writes them, each followed by a comma."""
 
@@ -244,22 +243,7 @@ class ChangeSlice(Sequence[Change]):
         self.entries = entries
         self.publish_of = publish_of
 
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    @overload
-    def __getitem__(self, index: int) -> Change: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Change]: ...
-
-    def __getitem__(self, index: int | slice) -> Change | Sequence[Change]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def change_at(self, index: int) -> Change:
         publish = self.publish_of(int(self.versions[index]))
         key = self.keys[index].as_py()
         if self.deleted[index].as_py():

@@ -50,22 +50,11 @@ def listed_columns(
     return ChangeColumns(keys, versions, records, publish_of)
 
 
-class ChangeColumns(Sequence[Change]):
-    """A page's changes: keys (strings, each ``writable_as_is``), their versions (publish
-    sequence numbers, an int64 array), and their current records (binary, null for a delete),
-    with ``publish_of`` giving the publish of a version."""
+class PositionedChanges(Sequence[Change]):
+    """A page's changes held as columns, one ``Change`` made at a time by its position
+    (``change_at``); ``keys`` is one of the columns."""
 
-    def __init__(
-        self,
-        keys: pa.Array,
-        versions: np.ndarray,
-        records: pa.Array,
-        publish_of: Callable[[int], Publish],
-    ) -> None:
-        self.keys = keys
-        self.versions = versions
-        self.records = records
-        self.publish_of = publish_of
+    keys: pa.Array
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -83,6 +72,31 @@ class ChangeColumns(Sequence[Change]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(index)
+        return self.change_at(index)
+
+    def change_at(self, index: int) -> Change:
+        """The change at ``index`` (within bounds)."""
+        raise NotImplementedError
+
+
+class ChangeColumns(PositionedChanges):
+    """A page's changes: keys (strings, each ``writable_as_is``), their versions (publish
+    sequence numbers, an int64 array), and their current records (binary, null for a delete),
+    with ``publish_of`` giving the publish of a version."""
+
+    def __init__(
+        self,
+        keys: pa.Array,
+        versions: np.ndarray,
+        records: pa.Array,
+        publish_of: Callable[[int], Publish],
+    ) -> None:
+        self.keys = keys
+        self.versions = versions
+        self.records = records
+        self.publish_of = publish_of
+
+    def change_at(self, index: int) -> Change:
         publish = self.publish_of(int(self.versions[index]))
         record = self.records[index].as_py()
         op = "upsert" if record is not None else "delete"
