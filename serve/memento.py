@@ -37,6 +37,8 @@ from serve.past import AT_PREFIX
 Scope = MutableMapping[str, Any]
 TIMEMAP_PREFIX = "/_ductwork/v1/timemap"
 LINK_FORMAT = "application/link-format"
+# The longest spec target an answer links: its Link header names it about three times.
+LINKED_TARGET_MAX = 2048
 # What a path and query may hold as they are (RFC 3986's unreserved characters, the delimiters
 # a path or query takes, and the percent sign of an escape already made); anything else is
 # escaped in a Link.
@@ -148,10 +150,12 @@ def _asked(scope: Scope) -> _Asked | None:
 
 
 def _linked(headers: list[tuple[bytes, bytes]], asked: _Asked) -> list[tuple[bytes, bytes]]:
-    """The answer's headers with what RFC 7089 adds to them."""
+    """The answer's headers with what RFC 7089 adds to them. A target too long to be written
+    three times in one header line within what clients read (8 KiB in aiohttp and nginx) is
+    not linked: the answer goes out as the upstream's would."""
     if asked.negotiates:
         headers = merged_vary(headers)
-    if asked.target is None:
+    if asked.target is None or len(asked.target) > LINKED_TARGET_MAX:
         return headers
     moment = _header(headers, b"memento-datetime")
     version = _header(headers, b"x-snapshot-version")

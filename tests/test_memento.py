@@ -189,6 +189,19 @@ def test_a_memento_links_the_original_the_timemap_and_itself_with_its_datetime(
     assert negotiated.headers["content-location"] == by_date.headers["content-location"] == memento
 
 
+def test_a_target_too_long_to_link_is_answered_without_a_link_as_the_upstream_answers_it(
+    api: RunningApi, published_twice: dict
+) -> None:
+    headers = auth(published_twice["key"])
+    long_sku = "S" * 6000
+    answer = httpx.get(f"{api.url}/products/v2.0/units/{long_sku}", headers=headers)
+    assert answer.status_code == 404
+    assert "link" not in answer.headers  # three copies would pass a client's 8 KiB header line
+    assert "accept-datetime" in varies_by(answer)
+    short = httpx.get(f"{api.url}/products/v2.0/units/{'S' * 100}", headers=headers)
+    assert short.status_code == 404 and "link" in short.headers
+
+
 def test_the_timemap_lists_one_memento_per_publish_kept_in_link_format_and_json(
     api: RunningApi, published_twice: dict
 ) -> None:
