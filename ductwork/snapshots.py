@@ -250,7 +250,11 @@ def publish(
             keep_history,
             unchanged=unchanged_tables(live_fingerprint, fingerprint),
         )
-        # Imported here: it imports Arrow, which a process that only opens snapshots needs not.
+        # Imported here: it imports Arrow, which a process that only opens snapshots needs not;
+        # and Arrow first without pandas, which its first conversion would import for nothing.
+        from ductwork.warehouse.columns import pyarrow_without_pandas
+
+        pyarrow_without_pandas()
         from ductwork.history.change_files import write_change_files
 
         # Before the snapshot is current, so that every server of it finds them.

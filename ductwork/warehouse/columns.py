@@ -25,13 +25,14 @@ def pyarrow_without_pandas() -> ModuleType:
     """pyarrow, for converting Python rows, without the pandas import its first conversion
     makes.
 
-    pyarrow's first conversion of Python objects imports pandas only to ask whether they are
-    pandas objects; that import costs about 45 MiB of resident memory and 0.2 to 0.4 s, and no
-    writer hands pyarrow a pandas object. pyarrow asks once per process and keeps the answer,
-    so it is asked here with the import refused (for that one call, in every thread; nothing
-    in a sync imports pandas meanwhile). ``import pandas`` works as before afterwards, and so
-    do pyarrow's own pandas conversions (``to_pandas`` imports pandas when called). In a
-    process that has already imported pandas, nothing is saved and nothing is done.
+    pyarrow's first conversion of Python objects (and its first conversion to NumPy) imports
+    pandas only to ask whether they are pandas objects; that import costs about 45 MiB of
+    resident memory and 0.2 to 0.4 s, and no writer hands pyarrow a pandas object. pyarrow asks
+    once per process and keeps the answer, so it is asked here with the import refused (for that
+    one call, in every thread; nothing in a sync imports pandas meanwhile). ``import pandas``
+    works as before afterwards, and so do pyarrow's own pandas conversions (``to_pandas``
+    imports pandas when called). In a process that has already imported pandas, nothing is saved
+    and nothing is done.
     """
     import pyarrow as pa
 
@@ -40,6 +41,8 @@ def pyarrow_without_pandas() -> ModuleType:
         sys.meta_path.insert(0, refusal)
         try:
             pa.array([], type=pa.null())
+            # Arrow's conversion to NumPy asks the same question through another door.
+            pa.array([0], type=pa.int64()).to_numpy()
         finally:
             sys.meta_path.remove(refusal)
     return pa
