@@ -69,6 +69,32 @@ def test_a_published_snapshot_stays_readable_after_the_next_publish(tmp_path: Pa
     assert not list((tmp_path / "snapshots").glob(".staging-*"))
 
 
+def test_a_watching_worker_notes_a_confirmation_without_a_request_or_a_new_snapshot(
+    tmp_path: Path,
+) -> None:
+    """In-process (a unit test of the watcher thread): a publish that changed nothing moves no
+    pointer, yet the age the worker reports falls back, as ``/readyz`` shows it."""
+    folder = tmp_path / "snapshots"
+    con = warehouse_with_a_pairing(tmp_path / "warehouse.duckdb", '{"a":1}')
+    first = snapshots.publish(con, folder)
+    an_hour_ago = time.time() - 3600
+    for path in (folder / snapshots.POINTER, first.snapshot.path):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    live = LiveSnapshot(folder, check_interval_s=0.02)
+    state = live.load_now()
+    assert state is not None and live.age_seconds(state) > 3000
+    live.watch()
+    try:
+        assert not snapshots.publish(con, folder).copied  # a confirmation only
+        deadline = time.monotonic() + 10
+        while live.age_seconds(state) > 60:
+            assert time.monotonic() < deadline, "the watcher never noted the confirmation"
+            time.sleep(0.02)  # polls; times nothing
+        assert live.get() is state
+    finally:
+        live.close()
+
+
 def test_a_publish_without_a_content_change_copies_nothing_and_confirms_the_snapshot(
     tmp_path: Path,
 ) -> None:
