@@ -142,9 +142,9 @@ def create_app(
     app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
     failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
     _install_error_handlers(app)
+    app.include_router(mirror.router)
     for router in ROUTERS.values():
         app.include_router(router)
-    app.include_router(mirror.router)
     app.include_router(timemaps.router)
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)

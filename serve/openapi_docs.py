@@ -28,7 +28,7 @@ from ductwork.contract.errors import JSON, PROBLEM_JSON, no_such_path
 from ductwork.contract.leads import LEAD_LIST_FIELDS
 from ductwork.contract.params import MAX_COUNT, MAX_INTEGER, REL_TYPES
 from ductwork.streams.model import Stream
-from ductwork.streams.registry import STREAMS
+from ductwork.streams.registry import OPEN_PATHS, STREAMS
 from ductwork.upstream.schema_drift import RecordShape
 from serve import openapi_schemas as schemas
 from serve.deps import require_ops
@@ -108,7 +108,6 @@ def _fields_pattern() -> str:
 
 
 # The paths the spec declares without ``Authorization``.
-OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 _DATE_TIME: Schema = {"type": "string", "format": "date-time"}
 _COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "default": 100}
 PARAMETER_SCHEMAS: dict[str, Schema] = {

@@ -39,7 +39,7 @@ from ductwork.contract.paths import PIM_IMAGE_SYNC, Family, family_of
 from ductwork.history.feed import Publish
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
 from ductwork.keys import ApiKey, grants, lacking
-from ductwork.streams.registry import STREAMS
+from ductwork.streams.registry import OPEN_PATHS
 from serve.deps import count_in_scope, key_of, request_cost
 from serve.live_snapshot import PAST_STATE, LiveSnapshot, ServingState
 from serve.past_states import RETRY_AFTER_S, PastBusy, PastStates, PastTooLarge
@@ -48,8 +48,6 @@ Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 AT_PREFIX = "/_ductwork/v1/at/"
-# Spec paths served without a key (their past still needs one, but no family's scope).
-OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 CATCH_UP_S = 30.0  # most a request of the past waits for a load of a new publish under way
 log = logging.getLogger("ductwork.serve")
 
@@ -189,6 +187,7 @@ def _require_scope(key: ApiKey, spec_path: str) -> None:
     family = family_of(spec_path)
     if family is None or spec_path == PIM_IMAGE_SYNC:
         raise no_such_path(spec_path)
+    # A spec path served without a key: its past still needs one, but no family's scope.
     if spec_path not in OPEN_PATHS and not grants(key.scopes, family, spec_path):
         raise ApiError(ErrorCode.FORBIDDEN, lacking(family, spec_path))
 

@@ -39,6 +39,7 @@ from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import both_keys, compare_all, walk_requests
 from tests.helpers.cli import ductwork, sync_env
+from tests.helpers.feed import walk_feed
 from tests.helpers.sync import api_over, mutate
 
 # Each test runs two or three syncs of the lead steps; the module's fixture two more.
@@ -47,7 +48,6 @@ pytestmark = pytest.mark.timeout(900)
 SEED = 53  # its bulk import lies more than a year before its newest leads
 NEWER_LEADS = 40
 LEAD_STEPS = ("--select", "crm_leads", "--select", "crm_lead_details")
-CHANGES = "/_ductwork/v1/changes/leads"
 WINDOW_DAYS = 30  # DUCTWORK_LEAD_WINDOW_DAYS's default
 
 
@@ -109,29 +109,10 @@ def inside_window(leads: list[dict], lead: dict) -> bool:
     return parse_received_datetime(lead["CreatedDate"]) > newest - timedelta(days=WINDOW_DAYS)
 
 
-def feed_walk(api_url: str, key: str, since: str | None) -> tuple[list[dict], str]:
-    """The whole leads feed from ``since``: its changes and the token after them."""
-    changes: list[dict] = []
-    params = {} if since is None else {"since": since}
-    while True:
-        answer = httpx.get(
-            api_url + CHANGES,
-            params={**params, "limit": 10_000},
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=60,
-        )
-        assert answer.status_code == 200, answer.text
-        body = answer.json()
-        changes += body["changes"]
-        if not body["hasMore"]:
-            return changes, body["next"]
-        params = {"since": body["next"]}
-
-
 def caught_up_token(mirrored: Mirrored) -> str:
     """A feed token naming the data folder's current snapshot."""
     with api_over(mirrored.home, mirrored.key) as api:
-        return feed_walk(api.url, mirrored.key, None)[1]
+        return walk_feed(api.url, mirrored.key, "leads", None, limit=10_000)[1]
 
 
 def delete_upstream(upstream: SandboxHandle, lead_id: str) -> None:
@@ -174,7 +155,7 @@ def assert_left_as_upstream(mirrored: Mirrored, deleted: dict, token: str) -> No
             headers={"Authorization": f"Bearer {mirrored.key}"},
             timeout=60,
         )
-        changes, _ = feed_walk(api.url, mirrored.key, token)
+        changes, _ = walk_feed(api.url, mirrored.key, "leads", token, limit=10_000)
     assert detail.status_code == 404
     mine = [(change["op"], change["record"]) for change in changes if change["key"] == lead_id]
     assert mine == [("delete", None)]

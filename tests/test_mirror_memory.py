@@ -37,6 +37,7 @@ from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import all_assets, all_pages, get_json, mirror_requests
 from tests.helpers.cli import ductwork, sync_env
+from tests.helpers.feed import CHANGES, walk_feed
 from tests.helpers.serve_process import RunningApi, serving_process
 from tests.helpers.sync import mutate
 
@@ -45,7 +46,6 @@ from tests.helpers.sync import mutate
 # machine, though still bounded.
 pytestmark = pytest.mark.timeout(900)
 
-CHANGES = "/_ductwork/v1/changes/"
 CHANGED = {
     "assets_updated": 25, "assets_deleted": 10, "assets_added": 15,
     "leads_changed": 30, "leads_added": 12, "products_changed": 6,
@@ -106,21 +106,7 @@ def upstream_records(upstream: SandboxHandle) -> dict[str, Records]:
 
 def walk(api: RunningApi, key: str, stream: str, since: str | None) -> tuple[list[dict], str]:
     """A whole walk of the stream's feed from ``since``: its changes, and the next token."""
-    changes: list[dict] = []
-    params = {} if since is None else {"since": since}
-    while True:
-        answer = httpx.get(
-            f"{api.url}{CHANGES}{stream}",
-            params={**params, "limit": 500},
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=60,
-        )
-        assert answer.status_code == 200, answer.text
-        body = answer.json()
-        changes += body["changes"]
-        if not body["hasMore"]:
-            return changes, body["next"]
-        params = {"since": body["next"]}
+    return walk_feed(api.url, key, stream, since)
 
 
 def applied(changes: list[dict], start: Records | None = None) -> Records:

@@ -23,10 +23,13 @@ STREAMS: tuple[Stream, ...] = (
     INDOOR_MODELS,
     MANUALS,
 )
+# The spec paths served without a key (the spec declares no Authorization on them).
+OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 
 __all__ = [
     "CADENCES", "CONTRACTORS", "DIGITAL_ASSETS", "INDOOR_MODELS", "LEADS", "MANUALS",
-    "PAIRINGS", "PRODUCTS", "STREAMS", "SUBMITTALS", "Cadence", "Serving", "Step", "Stream",
+    "OPEN_PATHS", "PAIRINGS", "PRODUCTS", "STREAMS", "SUBMITTALS", "Cadence", "Serving", "Step",
+    "Stream",
 ]  # fmt: skip
 
 

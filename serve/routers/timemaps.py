@@ -25,7 +25,7 @@ from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import JSON, ApiError, ErrorCode, no_such_path, not_found
 from ductwork.contract.paths import family_of
 from ductwork.keys import SCOPE_OF, ApiKey, grants, lacking, stream_scope
-from ductwork.streams.registry import STREAMS
+from ductwork.streams.registry import OPEN_PATHS, STREAMS
 from serve import memento
 from serve import openapi_schemas as schemas
 from serve.deps import require_key, serving_state
@@ -35,7 +35,6 @@ from serve.validators import content_etag, names_body
 PREFIX = "/_ductwork/v1"
 router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=MIRROR_ERRORS)
 # The paths the spec serves without a key: their TimeMaps take any key.
-OPEN_PATHS = frozenset(stream.path for stream in STREAMS if stream.open_access)
 TIMEMAP_ANSWER = {
     200: {
         "description": "The spec path's TimeMap: the original (its own TimeGate), then one "
