@@ -35,6 +35,7 @@ from ductwork.contract.encoding import format_datetime, parse_received_datetime,
 from ductwork.contract.paths import LEADS
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from sandbox.fault_settings import Faults
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import both_keys, compare_all, walk_requests
@@ -219,17 +220,6 @@ def test_a_404_on_the_details_of_a_queued_lead_takes_it_off_the_served_list(
     assert_left_as_upstream(mirrored, deleted, token)
 
 
-def set_faults(upstream: SandboxHandle, **switches: bool) -> None:
-    """Switch the sandbox's faults through its admin API."""
-    answer = httpx.put(
-        f"{upstream.url}/_sandbox/faults",
-        json=switches,
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-        timeout=60,
-    )
-    answer.raise_for_status()
-
-
 def stored_lead_ids(home: Path) -> set[str]:
     """The ids in the warehouse's lead list."""
     warehouse = str(HomeSettings(home=home).warehouse_path)
@@ -243,11 +233,12 @@ def test_a_full_listing_cut_short_takes_no_lead_for_deleted(mirrored: Mirrored) 
     token = caught_up_token(mirrored)
     delete_upstream(mirrored.upstream, deleted["Id"])
     stored = stored_lead_ids(mirrored.home)
-    set_faults(mirrored.upstream, loop_cursor=True)  # the second page answers the first again
+    # The second page answers the first again.
+    mirrored.upstream.state.faults = Faults(loop_cursor=True)
     try:
         refused = ductwork("sync", "--full-refresh", "leads", env=mirrored.env)
     finally:
-        set_faults(mirrored.upstream, loop_cursor=False)
+        mirrored.upstream.state.faults = Faults()
     assert refused.returncode == 1
     assert "the cursor does not move forward" in refused.stdout + refused.stderr
 
