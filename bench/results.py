@@ -67,19 +67,19 @@ def _met(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
-# The sync's targets: wall and CPU against the aiohttp floor's, the upstream's CPU during
-# that floor against the floor client's, peak memory, the no-change run against a no-op
-# Dagster run, the run after 1 % changed against the no-change one, dlt against ductwork.
-SYNC_WALL_TARGET = 1.5
-# The earlier benchmark issue's bound against the raw client, which issue 45 did not restate.
-RAW_FLOOR_TARGET = 3.0
-SYNC_CPU_TARGET = 1.5
+# The sync's targets: wall and CPU against the raw floor's (the least a client fetching the
+# same requests spends), the upstream's CPU during that floor against the floor client's, peak
+# memory, the no-change run against a no-op Dagster run, the run after 1 % changed against the
+# no-change one, dlt against ductwork. The aiohttp floor stays a row of the tables, unjudged:
+# a target set against it hid most of the sync's own cost (it is itself 3.5x the raw floor).
+SYNC_WALL_TARGET = 2.0
+SYNC_CPU_TARGET = 2.5
 UPSTREAM_CPU_TARGET = 0.33
-PEAK_RSS_TARGET_MIB = 400
+PEAK_RSS_TARGET_MIB = 350
 LARGE_RSS_TARGET = 1.1
 NO_CHANGE_TARGET = 1.25
 CHANGED_SHARE_OF_FULL = 0.05
-DLT_WALL_TARGET = 10.0
+DLT_WALL_TARGET = 12.0
 # Serving targets: the lookup mix's p99 paced at half ductwork's saturated rate against the
 # ceiling's at that rate (cores shared), and ductwork's share of the ceiling's rate per mix.
 PACED_P99_RATIO_TARGET = 1.5
@@ -96,6 +96,17 @@ LOSS_LIMIT = 0.001
 # more often than its share of the mix by more than this share of the answers (the requests go
 # round robin from a random start per thread, so the shares hold to well within it).
 SHARE_SLACK = 0.01
+
+
+def fetched_as_floor(found: Findings, scale: str) -> bool:
+    """Whether the full syncs fetched what the floors fetched: no replay miss in any run of the
+    floors or the syncs, and every sync's request count the floor's. Otherwise the floors are
+    no reference, and every verdict against them is missed."""
+    misses = found.replay_misses.get(scale, {})
+    if any(sum(runs) for runs in misses.values()):
+        return False
+    counts = {run.requests for run in found.full.get(scale, [])}
+    return counts == {found.floor_requests.get(scale)}
 
 
 def paced_p99_ratio(found: Findings) -> float | None:
@@ -210,20 +221,18 @@ class Report:
             "",
         ]
         self.body += _table([*self.run_header("run"), "upstream requests", "replay misses"], rows)
+        faithful = fetched_as_floor(found, scale)
         word = self.verdict(
-            f"full sync wall / aiohttp floor wall ({scale})", f"{own:.2f}",
-            f"≤ {SYNC_WALL_TARGET}", own <= SYNC_WALL_TARGET,
-        )  # fmt: skip
-        raw_word = self.verdict(
-            f"full sync / raw floor ({scale})", f"{physical:.2f}", f"≤ {RAW_FLOOR_TARGET:g}",
-            physical <= RAW_FLOOR_TARGET,
+            f"full sync wall / raw floor wall ({scale})", f"{physical:.2f}",
+            f"≤ {SYNC_WALL_TARGET:g}", faithful and physical <= SYNC_WALL_TARGET,
         )  # fmt: skip
         self.body += [
-            f"sync / aiohttp floor = **{own:.2f}** (target ≤ {SYNC_WALL_TARGET}: {word}); "
-            f"sync / raw floor = **{physical:.2f}** (target ≤ {RAW_FLOOR_TARGET:g}: "
-            f"{raw_word}).",
+            f"sync / raw floor = **{physical:.2f}** (target ≤ {SYNC_WALL_TARGET:g}: {word}); "
+            f"sync / aiohttp floor = {own:.2f} (a row, no target)."
+            + ("" if faithful else " The sync's requests were not the floor's (a replay miss, "
+               "or another count): every verdict against the floor is missed."),
             "",
-        ]
+        ]  # fmt: skip
         self.cpu(scale)
 
     def cpu(self, scale: str) -> None:
@@ -258,32 +267,34 @@ class Report:
             "",
         ]
         self.body += _table(self.run_header("run"), rows)
-        client_cpu = found.floor_cpu.get("aiohttp", [])
-        upstream_cpu = found.floor_upstream_cpu.get("aiohttp", [])
+        client_cpu = found.floor_cpu.get("raw", [])
+        upstream_cpu = found.floor_upstream_cpu.get("raw", [])
         if client_cpu:
+            faithful = fetched_as_floor(found, scale)
             cpu = _median(r.cpu_s for r in full) / _median(client_cpu)
             a = self.verdict(
-                f"full sync CPU / aiohttp floor CPU ({scale})", f"{cpu:.2f}",
-                f"≤ {SYNC_CPU_TARGET}", cpu <= SYNC_CPU_TARGET,
+                f"full sync CPU / raw floor CPU ({scale})", f"{cpu:.2f}",
+                f"≤ {SYNC_CPU_TARGET:g}", faithful and cpu <= SYNC_CPU_TARGET,
             )  # fmt: skip
             upstream = _median(upstream_cpu) / _median(client_cpu)
             b = self.verdict(
-                f"upstream CPU during the aiohttp floor / floor client CPU ({scale})",
-                f"{upstream:.2f}", f"≤ {UPSTREAM_CPU_TARGET}", upstream <= UPSTREAM_CPU_TARGET,
+                f"upstream CPU during the raw floor / floor client CPU ({scale})",
+                f"{upstream:.2f}", f"≤ {UPSTREAM_CPU_TARGET}",
+                faithful and upstream <= UPSTREAM_CPU_TARGET,
             )  # fmt: skip
             self.body += [
-                f"sync CPU / aiohttp floor CPU = **{cpu:.2f}** (target ≤ {SYNC_CPU_TARGET}: "
-                f"{a}); the replay's CPU during the aiohttp floor / the floor client's = "
+                f"sync CPU / raw floor CPU = **{cpu:.2f}** (target ≤ {SYNC_CPU_TARGET:g}: "
+                f"{a}); the replay's CPU during the raw floor / the floor client's = "
                 f"**{upstream:.2f}** (target ≤ {UPSTREAM_CPU_TARGET}: {b}).",
                 "",
             ]
-        tight = found.aiohttp_floor.get(scale)
-        if tight:
+        raw = found.raw_floor.get(scale)
+        if raw:
             bound = _median(bounds)
             self.body += [
                 "The last row is the least a sync doing the same CPU work could take, had it "
                 f"kept every core busy from start to end: {bound:.1f} s, "
-                f"{bound / _median(tight):.2f} × the aiohttp floor's median. No overlap brings "
+                f"{bound / _median(raw):.2f} × the raw floor's median. No overlap brings "
                 "the full sync's ratio to that floor below this; only less CPU work can.",
                 "",
             ]

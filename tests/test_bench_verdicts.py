@@ -83,43 +83,70 @@ def test_a_fast_server_answering_401_misses_the_serving_target_and_the_table_sho
     assert lossy.summary[0][-1] == "**missed**"
 
 
-def _sync(seconds: float, rss_mib: int, cpu_s: float, upstream_cpu_s: float = 0.0) -> SyncRun:
-    return SyncRun(seconds, rss_mib * MIB, 100, Path("unused"), {}, cpu_s, upstream_cpu_s)
+def _sync(seconds: float, rss_mib: int, cpu_s: float, requests: int = 100) -> SyncRun:
+    return SyncRun(seconds, rss_mib * MIB, requests, Path("unused"), {}, cpu_s, 0.0)
 
 
-def test_the_syncs_targets_judge_replayed_runs_and_compare_sandbox_runs_with_sandbox_runs() -> None:
-    """Wall and CPU against the aiohttp floor, the upstream's CPU during that floor and the
-    medium peak come from the runs against the replay; large memory and dlt, which fetch from
-    the sandbox, are compared with the full sync against the sandbox."""
+def _floors_and_syncs(misses: list[int], requests: int = 100) -> Findings:
+    """Three replayed syncs beside both floors, one large sync, a sandbox sync and dlt."""
     found = Findings()
     found.raw_floor = {"medium": [8.0, 8.0, 8.0]}
     found.aiohttp_floor = {"medium": [10.0, 10.0, 10.0]}
     found.floor_requests = {"medium": 100}
     found.floor_cpu = {"raw": [8.0] * 3, "aiohttp": [10.0] * 3}
-    found.floor_upstream_cpu = {"raw": [2.0] * 3, "aiohttp": [3.0, 3.0, 4.0]}
-    found.replay_misses = {"medium": {"aiohttp floor": [0, 0, 0], "full sync": [0, 2, 0]}}
+    found.floor_upstream_cpu = {"raw": [2.0, 2.6, 2.0], "aiohttp": [3.0, 3.0, 4.0]}
+    found.replay_misses = {"medium": {"raw floor": [0, 0, 0], "full sync": misses}}
     found.full = {
-        "medium": [_sync(14.0, 390, 14.0), _sync(16.0, 390, 16.0), _sync(15.0, 410, 16.0)],
+        "medium": [_sync(14.0, 340, 18.0, requests), _sync(16.0, 340, 21.0, requests),
+                   _sync(15.0, 360, 20.0, requests)],
         "large": [_sync(100.0, 660, 99.0)],
-    }
+    }  # fmt: skip
     found.sandbox_full = {"medium": _sync(30.0, 600, 20.0)}
-    found.peer = {"medium": [Measured(310.0, 2000 * MIB, {"seconds": 300.0})]}
-    options = argparse.Namespace(runs=3, large_runs=1, dlt_runs=1)
-    report = Report(found, options)
+    found.peer = {"medium": [Measured(370.0, 2000 * MIB, {"seconds": 360.0})]}
+    return found
+
+
+def _verdicts(found: Findings) -> tuple[dict[str, tuple[str, str]], Report]:
+    report = Report(found, argparse.Namespace(runs=3, large_runs=1, dlt_runs=1))
     report.floors()
     report.memory()
     report.peer()
-    verdicts = {figure: (value, word) for figure, value, _, word in report.summary}
+    return {figure: (value, word) for figure, value, _, word in report.summary}, report
 
-    assert verdicts["full sync wall / aiohttp floor wall (medium)"] == ("1.50", "**met**")
-    assert verdicts["full sync CPU / aiohttp floor CPU (medium)"] == ("1.60", "**missed**")
-    upstream = "upstream CPU during the aiohttp floor / floor client CPU (medium)"
-    assert verdicts[upstream] == ("0.30", "**met**")
-    assert verdicts["peak RSS, full sync (medium)"] == ("390 MiB", "**met**")
+
+def test_the_syncs_targets_judge_replayed_runs_against_the_raw_floor() -> None:
+    """Wall and CPU against the raw floor, the upstream's CPU during that floor and the medium
+    peak come from the runs against the replay (the aiohttp floor is a row, unjudged); large
+    memory and dlt, which fetch from the sandbox, are compared with the sandbox sync."""
+    verdicts, report = _verdicts(_floors_and_syncs(misses=[0, 0, 0]))
+
+    assert verdicts["full sync wall / raw floor wall (medium)"] == ("1.88", "**met**")  # 15 / 8
+    assert verdicts["full sync CPU / raw floor CPU (medium)"] == ("2.50", "**met**")  # 20 / 8
+    upstream = "upstream CPU during the raw floor / floor client CPU (medium)"
+    assert verdicts[upstream] == ("0.25", "**met**")  # 2 / 8
+    assert not [figure for figure in verdicts if "aiohttp" in figure]
+    assert verdicts["peak RSS, full sync (medium)"] == ("340 MiB", "**met**")
     assert verdicts["peak RSS large / medium"] == ("1.10", "**met**")  # 660 / the sandbox's 600
-    assert verdicts["dlt / ductwork, wall (medium)"] == ("10.00", "**met**")  # 300 / 30
+    assert verdicts["dlt / ductwork, wall (medium)"] == ("12.00", "**met**")  # 360 / 30
     row = next(line for line in report.body if line.startswith("| `ductwork sync`, full"))
-    assert row.rstrip(" |").endswith("| 100 | 2")  # requests, then the replay's misses
+    assert row.rstrip(" |").endswith("| 100 | 0")  # requests, then the replay's misses
+
+
+def test_a_replay_miss_or_another_request_count_misses_every_verdict_against_the_floor() -> None:
+    floor_verdicts = (
+        "full sync wall / raw floor wall (medium)",
+        "full sync CPU / raw floor CPU (medium)",
+        "upstream CPU during the raw floor / floor client CPU (medium)",
+    )
+    missed, report = _verdicts(_floors_and_syncs(misses=[0, 2, 0]))
+    assert [missed[figure][1] for figure in floor_verdicts] == ["**missed**"] * 3
+    assert missed["full sync wall / raw floor wall (medium)"][0] == "1.88"  # the value stays
+    row = next(line for line in report.body if line.startswith("| `ductwork sync`, full"))
+    assert row.rstrip(" |").endswith("| 100 | 2")
+    assert any("were not the floor's" in line for line in report.body)
+
+    counted, _ = _verdicts(_floors_and_syncs(misses=[0, 0, 0], requests=99))
+    assert [counted[figure][1] for figure in floor_verdicts] == ["**missed**"] * 3
 
 
 def test_a_feed_pages_first_request_is_judged_against_twice_the_list_page() -> None:
