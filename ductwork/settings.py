@@ -71,6 +71,11 @@ class HomeSettings(_Base):
         return self.home / "notifications"
 
     @property
+    def exports_registry(self) -> Path:
+        """Every ``ductwork export`` written, one JSON line each (``ductwork.erasure.exports``)."""
+        return self.home / "exports.jsonl"
+
+    @property
     def keys_path(self) -> Path:
         """Hashes of the read API's keys (``DUCTWORK_API_KEYS_FILE``, or under the home)."""
         return self.api_keys_file or self.home / "api-keys.json"

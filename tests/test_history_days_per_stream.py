@@ -7,8 +7,8 @@ the second and the third, the first two publishes are dated 40 days back in the 
 history (the publish times are all the pruning reads), and the third runs with leads kept 30
 days. Its publish drops the leads' versions and logged changes up to the publish current 30
 days ago (the second), and nothing of the digital assets'; the leads' feed from a token of
-the first publish and their past at it answer 410 as history no longer kept, while the digital
-assets' answer as before.
+the first publish and their past at it answer 410 as history no longer kept (and their TimeMap
+starts at the horizon), while the digital assets' answer as before.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ STEPS = ("--select", "crm_leads", "--select", "crm_lead_details",
          "--select", "warehouse_digital_assets")  # fmt: skip
 AT = "/_ductwork/v1/at"
 CHANGES = "/_ductwork/v1/changes"
+TIMEMAP = "/_ductwork/v1/timemap"
 CHANGED = {"leads_changed": 20, "assets_updated": 20}
 
 
@@ -139,6 +140,14 @@ def test_the_leads_feed_and_past_before_their_horizon_answer_410_and_the_rest_st
         past_gone = get(api.url, aged.key, f"{AT}/{first}{LEADS}")
         past_kept = get(api.url, aged.key, f"{AT}/{second}{LEADS}")
         assets_past = get(api.url, aged.key, f"{AT}/{first}{WAREHOUSE_DIGITAL_ASSETS}")
+        timemaps = {
+            path: httpx.get(
+                f"{api.url}{TIMEMAP}{path}",
+                headers={"Authorization": f"Bearer {aged.key}", "Accept": "application/json"},
+                timeout=60,
+            ).json()
+            for path in (LEADS, WAREHOUSE_DIGITAL_ASSETS)
+        }
     for answer in (gone, past_gone):
         assert answer.status_code == 410, answer.text
         assert answer.json()["type"] == "/problems/history-unavailable"
@@ -149,3 +158,6 @@ def test_the_leads_feed_and_past_before_their_horizon_answer_410_and_the_rest_st
     assert past_kept.status_code == 200, past_kept.text
     assert past_kept.json()["data"]
     assert assets_past.status_code == 200, assets_past.text
+    # The leads' TimeMap starts at their horizon; the digital assets' at the oldest publish.
+    listed = {path: [m["version"] for m in t["mementos"]] for path, t in timemaps.items()}
+    assert listed == {LEADS: [second, aged.versions[2]], WAREHOUSE_DIGITAL_ASSETS: aged.versions}
