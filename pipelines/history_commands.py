@@ -77,9 +77,7 @@ def run_diff(
             print(f"ductwork: history before {oldest} is no longer kept", file=sys.stderr)
             return 1
         reached = _reaching(streams, kept, feed.horizons(con), start)
-        if not reached:
-            print(f"ductwork: the history of {streams[0].name} before {start.version} is no "
-                  "longer kept", file=sys.stderr)  # fmt: skip
+        if not reached:  # the one stream asked for (each one left out is named above)
             return 1
         diffs = [diff_stream(con, stream, start, end) for stream in reached]
     if output == "json":

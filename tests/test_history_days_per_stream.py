@@ -13,6 +13,8 @@ starts at the horizon), while the digital assets' answer as before.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,3 +163,17 @@ def test_the_leads_feed_and_past_before_their_horizon_answer_410_and_the_rest_st
     # The leads' TimeMap starts at their horizon; the digital assets' at the oldest publish.
     listed = {path: [m["version"] for m in t["mementos"]] for path, t in timemaps.items()}
     assert listed == {LEADS: [second, aged.versions[2]], WAREHOUSE_DIGITAL_ASSETS: aged.versions}
+
+
+def test_a_diff_from_before_the_leads_horizon_leaves_the_leads_out_and_says_so(
+    aged: Aged,
+) -> None:
+    first, _, third = aged.versions
+    env = {**os.environ, "DUCTWORK_HOME": str(aged.home)}
+    every = ductwork("diff", "--from", first, "--to", third, "--format", "json", env=env)
+    assert every.returncode == 0, every.stderr
+    assert "leads left out" in every.stderr
+    diffed = {diff["stream"] for diff in json.loads(every.stdout)["streams"]}
+    assert "digital-assets" in diffed and "leads" not in diffed
+    leads = ductwork("diff", "--from", first, "--to", third, "--stream", "leads", env=env)
+    assert leads.returncode == 1 and "leads left out" in leads.stderr

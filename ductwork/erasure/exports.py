@@ -95,7 +95,7 @@ def exports_holding(settings: HomeSettings, stream: str, keys: Sequence[str]) ->
     """The local export folders of the registry that still exist and whose files of
     ``stream``'s tables (found through each export's manifest) hold any of ``keys`` in the
     table's key column, each once, in registry order. Read with DuckDB over the Parquet files;
-    an export whose manifest or files went is passed over."""
+    an export whose manifest or files went is passed over. KeyError for an unknown stream."""
     found: dict[Path, None] = {}
     if not keys:
         return []
