@@ -1,7 +1,7 @@
 """Publishing: the serving snapshot, the last step of every sync."""
 
 # No ``from __future__ import annotations``: Dagster reads the ``context`` annotation as an object.
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -39,8 +39,10 @@ def serving_snapshot(
     when the warehouse's content has not changed since it was published), with when each
     stream last synced."""
     with open_warehouse(warehouse, parallel=True) as con:
-        keep = timedelta(days=load(HistorySettings).history_days)
-        published = snapshots.publish(con, data_home.snapshots_dir, keep)
+        history = load(HistorySettings)
+        published = snapshots.publish(
+            con, data_home.snapshots_dir, history.keep(), history.stream_keeps()
+        )
     removed = snapshots.prune(data_home.snapshots_dir)
     snapshot = published.snapshot
     synced = stream_sync_times(context.instance)

@@ -7,6 +7,7 @@ required setting is reported in one line that names the variable.
 from __future__ import annotations
 
 import ipaddress
+from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -70,6 +71,11 @@ class HomeSettings(_Base):
         return self.home / "notifications"
 
     @property
+    def exports_registry(self) -> Path:
+        """Every ``ductwork export`` written, one JSON line each (``ductwork.erasure.exports``)."""
+        return self.home / "exports.jsonl"
+
+    @property
     def keys_path(self) -> Path:
         """Hashes of the read API's keys (``DUCTWORK_API_KEYS_FILE``, or under the home)."""
         return self.api_keys_file or self.home / "api-keys.json"
@@ -130,6 +136,31 @@ class HistorySettings(_Base):
         description="Days of published versions kept for the changes feed and the past; older "
         "ones are dropped at publish, never the current one.",
     )
+    history_days_leads: int | None = Field(
+        default=None,
+        ge=1,
+        description="Days of the leads' versions kept (personal data), when shorter than "
+        "`DUCTWORK_HISTORY_DAYS`; unset: the default. Applied at the next publish.",
+    )
+    history_days_contractors: int | None = Field(
+        default=None,
+        ge=1,
+        description="Days of the contractors' versions kept (personal data), when shorter than "
+        "`DUCTWORK_HISTORY_DAYS`; unset: the default. Applied at the next publish.",
+    )
+
+    def keep(self) -> timedelta:
+        """How long every stream's published versions are kept, unless kept shorter."""
+        return timedelta(days=self.history_days)
+
+    def stream_keeps(self) -> dict[str, timedelta]:
+        """The streams kept shorter than the default (personal data only), by stream name."""
+        shorter = {"leads": self.history_days_leads, "contractors": self.history_days_contractors}
+        return {
+            stream: timedelta(days=days)
+            for stream, days in shorter.items()
+            if days is not None and days < self.history_days
+        }
 
 
 class RunSettings(_Base):

@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -205,12 +205,14 @@ def publish(
     warehouse: duckdb.DuckDBPyConnection,
     snapshots_dir: Path,
     keep_history: timedelta = timedelta(days=90),
+    stream_keep: Mapping[str, timedelta] | None = None,
 ) -> Publication:
     """Copy the warehouse into a new snapshot file and make it current, unless the current
     snapshot already holds the same content (then only the pointer is rewritten).
 
     A new snapshot is first recorded in the warehouse's history (``ductwork.history``), which
-    keeps ``keep_history`` of published versions and travels in the copy."""
+    keeps ``keep_history`` of published versions (less for the streams ``stream_keep`` names)
+    and travels in the copy."""
     file_modes.current().make_private_dir(snapshots_dir)
     release = f";{RELEASE}:{_release_digest()}"
     database = _Database.in_use(warehouse)
@@ -249,6 +251,7 @@ def publish(
             datetime.now(UTC),
             keep_history,
             unchanged=unchanged_tables(live_fingerprint, fingerprint),
+            stream_keep=stream_keep,
         )
         # Imported here: it imports Arrow, which a process that only opens snapshots needs not;
         # and Arrow first without pandas, which its first conversion would import for nothing.

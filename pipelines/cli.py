@@ -446,7 +446,7 @@ def _docs(options: argparse.Namespace) -> int:
 def _export(options: argparse.Namespace) -> int:
     from pipelines.export import run_export
 
-    return run_export(options.to, load(HomeSettings).snapshots_dir, force=options.force)
+    return run_export(options.to, load(HomeSettings), force=options.force)
 
 
 def _report(options: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """``ductwork export``: every table and view of the current snapshot as Parquet, with a
-manifest, into a folder or an S3 prefix (for BI tools and other engines).
+manifest, into a folder or an S3 prefix (for BI tools and other engines). Each export is noted
+in the data folder's registry of exports (``<home>/exports.jsonl``).
 
 An export holds the same PII as the snapshot, so its files and the folders it creates follow
 the data folder's rule (``ductwork.file_modes``); a target folder that already existed keeps
@@ -23,8 +24,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from assets.resources import ObjectStore
 from ductwork import output_files
+from ductwork.erasure.exports import record_export
 from ductwork.output_files import Folder
-from ductwork.settings import S3Settings, load
+from ductwork.settings import HomeSettings, S3Settings, load
 from ductwork.snapshot_store import StoreLocation
 from pipelines.analyst_sql import sandboxed
 from pipelines.snapshot_catalog import Relation, describe
@@ -51,10 +53,12 @@ def export_relation(
 
 
 def manifest(relations: list[Relation], version: str) -> dict[str, Any]:
-    """What an export holds: the snapshot version and, per table, its file, rows and schema."""
+    """What an export holds: the snapshot version, when, the files written (the manifest
+    aside) and, per table, its file, rows and schema."""
     return {
         "snapshot_version": version,
         "exported_at": datetime.now(UTC).isoformat(),
+        "files": [f"{r.name}/{DATA_FILE}" for r in relations],
         "tables": [
             {
                 "name": r.name,
@@ -96,8 +100,11 @@ def upload_folder(store: ObjectStore, folder: Path, prefix: str) -> int:
     return len(files) + 1
 
 
-def run_export(target: str, snapshots_dir: Path, force: bool = False) -> int:
-    """``ductwork export --to DIR|s3://bucket/prefix [--force]``; returns the exit code."""
+def run_export(target: str, home: HomeSettings, force: bool = False) -> int:
+    """``ductwork export --to DIR|s3://bucket/prefix [--force]``; returns the exit code. A
+    written export is noted in the data folder's registry of exports
+    (``ductwork.erasure.exports``), so that an erasure can tell which still hold a key."""
+    snapshots_dir = home.snapshots_dir
     try:
         if target.startswith("s3://"):
             location = StoreLocation.parse(target)
@@ -116,6 +123,8 @@ def run_export(target: str, snapshots_dir: Path, force: bool = False) -> int:
     except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
         print(f"ductwork: could not write to the object store: {exc}", file=sys.stderr)
         return 1
+    exported_at = datetime.fromisoformat(content["exported_at"])
+    record_export(home, target, content["snapshot_version"], exported_at)
     tables = content["tables"]
     print(
         f"exported {len(tables)} tables and views ({sum(t['rows'] for t in tables):,} rows) "

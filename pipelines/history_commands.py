@@ -76,7 +76,10 @@ def run_diff(
             oldest = format_datetime(gone.oldest.published_at)
             print(f"ductwork: history before {oldest} is no longer kept", file=sys.stderr)
             return 1
-        diffs = [diff_stream(con, stream, start, end) for stream in streams]
+        reached = _reaching(streams, kept, feed.horizons(con), start)
+        if not reached:  # the one stream asked for (each one left out is named above)
+            return 1
+        diffs = [diff_stream(con, stream, start, end) for stream in reached]
     if output == "json":
         document = {
             "from": start.version,
@@ -90,6 +93,26 @@ def run_diff(
         for diff in diffs:
             print(_table(diff))
     return 0
+
+
+def _reaching(
+    streams: list[Stream],
+    kept: list[feed.Publish],
+    horizons: dict[str, int],
+    start: feed.Publish,
+) -> list[Stream]:
+    """The streams whose history reaches back to ``start``; each other one (kept shorter than
+    the rest, ``DUCTWORK_HISTORY_DAYS_<STREAM>``) is named on stderr and left out."""
+    reached = []
+    for stream in streams:
+        own = feed.kept_for(kept, horizons, stream.name)
+        if own and own[0].seq <= start.seq:
+            reached.append(stream)
+        else:
+            oldest = format_datetime(own[0].published_at) if own else "now"
+            print(f"ductwork: {stream.name} left out: its history before {oldest} is no longer "
+                  "kept", file=sys.stderr)  # fmt: skip
+    return reached
 
 
 def _table(diff: StreamDiff) -> str:

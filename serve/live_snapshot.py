@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ductwork import serving_workers, snapshot_guard, snapshots, sync_times
 from ductwork.history.change_files import ChangeFiles
-from ductwork.history.feed import Publish, mirror_id, publishes
+from ductwork.history.feed import Publish, horizons, mirror_id, publishes
 from ductwork.history.walks import WalkListings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
@@ -65,6 +65,9 @@ class ServingState:
     # the mirror's name that checks its tokens.
     publishes: tuple[Publish, ...] = ()
     mirror: str = ""
+    # The streams kept shorter than the rest, with the oldest publish each one's history keeps
+    # (``ductwork.history.feed.kept_for`` gives a stream's publishes from them).
+    horizons: dict[str, int] = field(default_factory=dict)
     # When each record held in memory was first served as it is.
     times: RecordTimes = field(default_factory=RecordTimes)
     # The changes feed's walks read from this snapshot, each listing whole for its next pages.
@@ -109,6 +112,7 @@ def load_state(
             lease=lease,
             publishes=kept,
             mirror=mirror_id(con) if with_history else "",
+            horizons=horizons(con) if with_history else {},
             times=load_record_times(con, kept),
             change_files=ChangeFiles(snapshot.path.parent) if with_history else None,
         )

@@ -36,10 +36,10 @@ from ductwork.contract.errors import (
     unauthorized,
 )
 from ductwork.contract.paths import PIM_IMAGE_SYNC, Family, family_of
-from ductwork.history.feed import Publish
+from ductwork.history.feed import Publish, kept_for
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
 from ductwork.keys import ApiKey, grants, lacking
-from ductwork.streams.registry import OPEN_PATHS
+from ductwork.streams.registry import OPEN_PATHS, stream_serving
 from serve.deps import count_in_scope, key_of, request_cost
 from serve.live_snapshot import PAST_STATE, LiveSnapshot, ServingState
 from serve.past_states import RETRY_AFTER_S, PastBusy, PastStates, PastTooLarge
@@ -113,7 +113,7 @@ class PastRequests:
             if scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: it has no past
                 raise invalid(name, "The image sync's trigger has no past: send no Accept-Datetime")
             _require_scope(key, spec_path)
-            current, publish = await self._publish_for(instant_text, name)
+            current, publish = await self._publish_for(instant_text, name, spec_path)
         except ApiError:
             await count_in_scope(scope, limit, key, cost)
             raise
@@ -122,9 +122,12 @@ class PastRequests:
         await count_in_scope(scope, limit, key, cost)
         return current, publish
 
-    async def _publish_for(self, text: str, name: str) -> tuple[ServingState, Publish]:
+    async def _publish_for(
+        self, text: str, name: str, spec_path: str
+    ) -> tuple[ServingState, Publish]:
         """The current state and the publish the instant names (400, 410; 503 before the
-        first publish)."""
+        first publish). A path of a stream kept shorter than the rest has no past before its
+        horizon: 410, as before the whole history."""
         current = self.live.get()
         if current is None:
             raise ApiError(ErrorCode.UNAVAILABLE, "No snapshot has been published yet")
@@ -135,7 +138,7 @@ class PastRequests:
                 # for a version it does not know yet, or the previous snapshot as "now".
                 caught_up = await run_in_threadpool(self.live.catch_up, CATCH_UP_S)
                 current = caught_up or current
-            return current, publish_at(list(current.publishes), instant)
+            return current, publish_at(_kept_for_path(current, spec_path), instant)
         except BadInstant as exc:
             raise invalid(name, str(exc)) from None
         except BeforeHistory as gone:
@@ -156,6 +159,15 @@ class PastRequests:
             log.exception("could not open the snapshot of publish %s", publish.version)
             failed = "The past at this instant could not be opened"
             raise ApiError(ErrorCode.UNAVAILABLE, failed, retry_after=RETRY_AFTER_S) from None
+
+
+def _kept_for_path(state: ServingState, spec_path: str) -> list[Publish]:
+    """The publishes whose past ``spec_path`` has: those of its stream's history (every
+    publish kept for a path of no stream, or of a stream kept as long as the rest)."""
+    stream = stream_serving(spec_path)
+    if stream is None:
+        return list(state.publishes)
+    return kept_for(state.publishes, state.horizons, stream.name)
 
 
 def _after_newest(state: ServingState, instant: datetime | str) -> bool:

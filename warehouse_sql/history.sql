@@ -40,6 +40,14 @@ CREATE TABLE IF NOT EXISTS history.feed_log (
     deleted  BOOLEAN NOT NULL
 );
 
+-- The streams kept shorter than the rest (`DUCTWORK_HISTORY_DAYS_<STREAM>`): the oldest publish
+-- each one's history still keeps. The feed and the past refuse (410) a token or an instant of
+-- such a stream from before it, as they do for the whole history before its oldest publish.
+CREATE TABLE IF NOT EXISTS history.horizons (
+    stream  VARCHAR NOT NULL,
+    seq     BIGINT NOT NULL
+);
+
 -- name: comments
 COMMENT ON TABLE history.publishes IS 'Every publish that made a new snapshot: its sequence number, version and time. The oldest kept bounds how far back the past can be asked for.';
 COMMENT ON COLUMN history.publishes.seq IS 'Publish sequence number, from 1.';
@@ -57,6 +65,9 @@ COMMENT ON COLUMN history.feed_log.stream IS 'Stream name.';
 COMMENT ON COLUMN history.feed_log.seq IS 'The publish (seq) that changed it.';
 COMMENT ON COLUMN history.feed_log.key IS 'The record''s key.';
 COMMENT ON COLUMN history.feed_log.deleted IS 'True when that publish no longer had the record.';
+COMMENT ON TABLE history.horizons IS 'Streams whose history is kept shorter than the others: the oldest publish each still keeps.';
+COMMENT ON COLUMN history.horizons.stream IS 'Stream name.';
+COMMENT ON COLUMN history.horizons.seq IS 'The oldest publish (seq) of the stream''s history kept.';
 
 -- name: head
 -- The latest publish the warehouse recorded.
@@ -123,6 +134,25 @@ DELETE FROM history.publishes WHERE seq < ?;
 -- name: prune_feed_log
 -- Changes before the oldest publish kept: a token from before it is refused (410) anyway.
 DELETE FROM history.feed_log WHERE seq <= ?;
+
+-- name: horizon
+-- A stream's recorded horizon (none when it keeps the default history).
+SELECT seq FROM history.horizons WHERE stream = ?;
+
+-- name: drop_horizon
+DELETE FROM history.horizons WHERE stream = ?;
+
+-- name: set_horizon
+-- A stream's new horizon: the oldest publish its history keeps (after `drop_horizon`).
+INSERT INTO history.horizons VALUES (?, ?);
+
+-- name: prune_stream_feed_log
+-- One stream's changes up to its horizon (parameters: stream, seq).
+DELETE FROM history.feed_log WHERE stream = $stream AND seq <= $seq;
+
+-- name: prune_horizons
+-- Horizons the whole history has reached: they tell nothing any more.
+DELETE FROM history.horizons WHERE seq <= ?;
 
 -- name: macros
 -- The publish current at an instant (NULL before the first kept): what the `*_as_of` macros take.

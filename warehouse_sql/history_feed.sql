@@ -7,6 +7,10 @@
 -- name: publishes
 SELECT seq, version, published_at FROM history.publishes ORDER BY seq;
 
+-- name: horizons
+-- The streams kept shorter than the rest, each with the oldest publish its history keeps.
+SELECT stream, seq FROM history.horizons;
+
 -- name: current
 -- The initial load, pinned to the newest publish: every current record of the stream.
 SELECT key, version FROM (

@@ -15,7 +15,7 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -168,6 +168,23 @@ def publishes(con: duckdb.DuckDBPyConnection) -> list[Publish]:
     return [Publish(seq, version, at.astimezone(UTC)) for seq, version, at in rows]
 
 
+def horizons(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Each stream whose history is kept shorter than the rest, with the oldest publish it
+    still keeps (none in a snapshot published before streams could be)."""
+    try:
+        rows = con.execute(section("history_feed", "horizons")).fetchall()
+    except duckdb.CatalogException:
+        return {}
+    return dict(rows)
+
+
+def kept_for(kept: Sequence[Publish], horizons: Mapping[str, int], stream: str) -> list[Publish]:
+    """The publishes of ``kept`` that ``stream``'s history still holds: those from its horizon
+    on. A token or an instant before them is answered as one before the whole history kept."""
+    horizon = horizons.get(stream)
+    return [publish for publish in kept if horizon is None or publish.seq >= horizon]
+
+
 def mirror_id(con: duckdb.DuckDBPyConnection) -> str:
     """The mirror's name, with which its tokens are checked."""
     rows = con.execute(section("history", "mirror_id")).fetchall()
@@ -229,14 +246,17 @@ def read_page(
     change_files: ChangeFileSource | None = None,
 ) -> FeedPage:
     """One page of ``stream``'s walk from ``position``, on a snapshot's connection; ``known``
-    gives the snapshot's publishes and mirror name when the caller holds them already. A server
-    passes what it keeps of the snapshot: ``walks``, the listings of the walks it answers, and
+    gives the publishes the stream's history keeps (``kept_for``) and the mirror's name when the
+    caller holds them already. A server passes what it keeps of the snapshot: ``walks``, the
+    listings of the walks it answers, and
     ``records_now``, the stream's current records where it holds them, and ``change_files``,
     from which a walk since a publish is sliced where its pinned publish wrote one.
 
     HistoryGone when the position needs publishes no longer kept; a position ahead of this
     snapshot's history (a token from a replica that is further on) is caught up."""
-    kept, mirror = known if known is not None else (publishes(con), mirror_id(con))
+    if known is None:
+        known = (kept_for(publishes(con), horizons(con), stream), mirror_id(con))
+    kept, mirror = known
     sliced = sliced_page(stream, position, limit, (kept, mirror), change_files)
     if sliced is not None:
         return sliced

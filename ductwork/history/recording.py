@@ -6,7 +6,9 @@ content as that publish had it (read from its snapshot) becomes a closed version
 the publish that made it to this one; each current row keeps the publish since which it is as
 it is. For every stream, the keys whose record (the JSON the feed carries) changed or went are
 logged against this publish. Versions older than the history kept are dropped, never a current
-row.
+row; a stream kept shorter (personal data, ``DUCTWORK_HISTORY_DAYS_<STREAM>``) loses its own
+older versions and logged changes sooner, and its horizon (the oldest publish it still keeps)
+is recorded for the feed and the past to refuse what lies before it.
 
 If the warehouse's history does not end at the current snapshot's publish (a publish that
 failed after recording it), it is first brought back to that snapshot's own.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,7 +41,7 @@ RUN_TIME_COLUMNS = frozenset({"synced_at"})
 # The name of a table's table of current rows' publishes, after its own (``since_name``).
 SINCE_SUFFIX = "__since"
 # Shared tables of the history schema (the rest are one pair per stream table).
-SHARED = ("publishes", "mirror", "feed_state", "feed_log")
+SHARED = ("publishes", "mirror", "feed_state", "feed_log", "horizons")
 
 
 @dataclass(frozen=True)
@@ -76,12 +78,14 @@ def record_publish(
     published_at: datetime,
     keep: timedelta,
     unchanged: Collection[str] = (),
+    stream_keep: Mapping[str, timedelta] | None = None,
 ) -> Recorded:
     """Record a publish of ``version`` (the warehouse as ``con`` holds it) against ``live``,
     the current snapshot's file (None before the first publish), in one transaction.
 
     ``unchanged`` names the tables whose content is known to be the current snapshot's: their
-    rows are not compared again, nor the records of a stream whose feed reads only them."""
+    rows are not compared again, nor the records of a stream whose feed reads only them.
+    ``stream_keep`` names the streams whose history is kept shorter than ``keep``, and how long."""
     if live is not None:
         con.execute(f"ATTACH ? AS {PREVIOUS} (READ_ONLY)", [str(live)])
     try:
@@ -111,7 +115,8 @@ def record_publish(
                 if not read or not read <= set(unchanged):
                     changes += _log_feed(con, stream.name, stream.sql, seq)
             con.execute(section("history", "record_publish"), [seq, version, published_at])
-            _prune(con, published_at - keep)
+            oldest = _prune(con, published_at - keep)
+            _prune_streams(con, published_at, oldest, stream_keep or {})
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -395,13 +400,50 @@ def _logged(con: duckdb.DuckDBPyConnection, seq: int, stream: str) -> int:
     ).fetchall()[0][0]
 
 
-def _prune(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> None:
+def _prune(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> int:
     """Drop what no instant after the cutoff needs: publishes before the oldest kept, changes
-    up to it, and row versions that ended by then."""
+    up to it, and row versions that ended by then. Returns the oldest publish kept."""
     oldest = con.execute(section("history", "oldest_kept"), [cutoff]).fetchall()[0][0]
-    if oldest is None:
-        return
     con.execute(section("history", "prune_publishes"), [oldest])
     con.execute(section("history", "prune_feed_log"), [oldest])
+    con.execute(section("history", "prune_horizons"), [oldest])
     for table in kept_tables():
         con.execute(f"DELETE FROM {history_name(table.name)} WHERE valid_to <= ?", [oldest])
+    return oldest
+
+
+def _prune_streams(
+    con: duckdb.DuckDBPyConnection,
+    published_at: datetime,
+    oldest: int,
+    stream_keep: Mapping[str, timedelta],
+) -> None:
+    """Drop, for each stream kept shorter than the rest, its logged changes and its tables'
+    row versions that no instant after its own cutoff needs, and record its horizon (which
+    only moves forward). A table another stream writes too is pruned to the longest horizon
+    of its streams."""
+    horizons: dict[str, int] = {}
+    for stream, keep in stream_keep.items():
+        cutoff = published_at - keep
+        seq = con.execute(section("history", "oldest_kept"), [cutoff]).fetchall()[0][0]
+        recorded = con.execute(section("history", "horizon"), [stream]).fetchall()
+        seq = max(seq, recorded[0][0] if recorded else seq)
+        if seq <= oldest:
+            continue
+        horizons[stream] = seq
+        con.execute(section("history", "drop_horizon"), [stream])
+        con.execute(section("history", "set_horizon"), [stream, seq])
+        con.execute(section("history", "prune_stream_feed_log"), {"stream": stream, "seq": seq})
+    for table, writers in _table_writers().items():
+        horizon = min(horizons.get(stream, oldest) for stream in writers)
+        if horizon > oldest:
+            con.execute(f"DELETE FROM {history_name(table)} WHERE valid_to <= ?", [horizon])
+
+
+def _table_writers() -> dict[str, list[str]]:
+    """Every versioned table with the streams that write it."""
+    writers: dict[str, list[str]] = {}
+    for stream in STREAMS:
+        for table in stream.tables:
+            writers.setdefault(table.name, []).append(stream.name)
+    return writers

@@ -108,6 +108,7 @@ LEADS = Stream(
     key="Id",
     path=paths.LEADS,
     description="CRM leads: the list items, and each lead's details.",
+    personal_data=True,
     cadence=EVERY_15_MINUTES,
     shape=LEAD_DETAIL_RECORD,
     steps=(

@@ -166,6 +166,7 @@ CONTRACTORS = Stream(
     key="contractorId",
     path=CONTRACTORS_PATH,
     description="Contractors with their reviews.",
+    personal_data=True,
     cadence=NIGHTLY,
     shape=CONTRACTOR_RECORD,
     steps=(

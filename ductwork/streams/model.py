@@ -152,6 +152,9 @@ class Stream:
     extra_tables: tuple[Table, ...] = ()
     open_access: bool = False  # served without a key (the spec declares no Authorization)
     records_in_text: bool = False  # the answer's ``data`` holds the records as a JSON text
+    # Records about people (names, emails, phones): such a stream may keep its history shorter
+    # than the others (``DUCTWORK_HISTORY_DAYS_<STREAM>``), and its records may be erased.
+    personal_data: bool = False
     serves_below: str | None = None
 
     @property

@@ -119,7 +119,7 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
     a millisecond: handing it to a worker thread cost more), otherwise read in a worker thread
     from ``state``'s snapshot."""
     position = _position(state, stream, since)
-    known = (list(state.publishes), state.mirror)
+    known = (feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror)
     try:
         sliced = feed.sliced_page(stream.name, position, size, known, state.change_files)
     except feed.HistoryGone as gone:

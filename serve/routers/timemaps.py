@@ -25,10 +25,11 @@ from ductwork.contract.encoding import dumps, format_datetime
 from ductwork.contract.errors import JSON, ApiError, ErrorCode, no_such_path, not_found
 from ductwork.contract.paths import family_of
 from ductwork.keys import SCOPE_OF, ApiKey, grants, lacking, stream_scope
-from ductwork.streams.registry import OPEN_PATHS, STREAMS
+from ductwork.streams.registry import OPEN_PATHS, STREAMS, stream_serving
 from serve import memento
 from serve import openapi_schemas as schemas
 from serve.deps import require_key, serving_state
+from serve.live_snapshot import ServingState
 from serve.openapi_docs import MIRROR_ERRORS, answer
 from serve.validators import content_etag, names_body
 
@@ -83,11 +84,23 @@ async def timemap(
         raw[len(memento.TIMEMAP_PREFIX) :], request.scope.get("query_string", b"")
     )
     kept = request.app.state.kept_publishes.of(state)
+    kept = kept[_before_horizon(state, spec_path) :]
     if JSON in request.headers.get("accept", ""):
         body, media_type = memento.timemap_json(target, kept), JSON
     else:
         body, media_type = memento.timemap_links(target, kept), memento.LINK_FORMAT
     return _answer(request, body, media_type, vary="Accept")
+
+
+def _before_horizon(state: ServingState, spec_path: str) -> int:
+    """How many of the publishes kept lie before the horizon of the stream ``spec_path`` is
+    of (one kept shorter than the rest): the past answers 410 there, so the TimeMap leaves them
+    out."""
+    stream = stream_serving(spec_path)
+    horizon = None if stream is None else state.horizons.get(stream.name)
+    if horizon is None:
+        return 0
+    return sum(1 for publish in state.publishes if publish.seq < horizon)
 
 
 @router.get(
