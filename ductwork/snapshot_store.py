@@ -360,8 +360,13 @@ def _follow_erasures(store: SnapshotStore, snapshots_dir: Path) -> None:
     if token is None or token == local_files.read_marker(snapshots_dir):
         return
     with _fetching(snapshots_dir):
-        dropped = local_files.drop_unnamed(snapshots_dir, store.snapshot_names())
-        local_files.write_marker(snapshots_dir, token)
+        named = store.snapshot_names()
+        dropped = local_files.drop_unnamed(snapshots_dir, named)
+        local = snapshots.current(snapshots_dir)
+        # A local current snapshot the store no longer names (fetched just before the
+        # erasure's publish) is replaced at the next poll: the marker is copied then.
+        if local is None or local.path.name in named:
+            local_files.write_marker(snapshots_dir, token)
     log.info("an erasure in the store: %d local snapshot files dropped", dropped)
 
 

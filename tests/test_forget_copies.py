@@ -23,12 +23,14 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.erasure.copies import StillHeld, erase_copies
-from ductwork.erasure.local_files import PAST_FOLDER, read_marker
+from ductwork.erasure.local_files import PAST_FOLDER, read_marker, write_marker
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from sandbox.server import SandboxHandle
 from serve import past_states
+from serve.erasures import Erasures
+from serve.gzip_cache import AnswerCache
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
@@ -239,13 +241,39 @@ def test_the_rebuilt_folder_names_match_the_servers() -> None:
     assert past_states.PAST_FOLDER == PAST_FOLDER
 
 
+def test_a_workers_kept_answers_go_at_the_next_erasure_only(tmp_path: Path) -> None:
+    erasures = Erasures(tmp_path)
+    answers = AnswerCache(1 << 20, erasures)
+    key = (b"v1", "/crm/v1.1/leads", (), b"application/json")
+    answers.put(key, b"kept")
+    assert not erasures.look() and answers.get(key) == b"kept"  # no marker, no erasure
+    write_marker(tmp_path)
+    assert erasures.look() and not erasures.look()  # seen once
+    assert answers.get(key) is None and answers.size_bytes == 0
+    answers.put(key, b"kept again")
+    assert answers.get(key) == b"kept again"
+
+
 def test_every_copy_of_a_forgotten_lead_is_removed(forgotten: Forgotten, tmp_path: Path) -> None:
     folder = forgotten.home / "snapshots"
     earlier = forgotten.versions[1:]  # the first publish is older than the lead
     assert folder_holds(folder, forgotten.person)  # the copies to remove are there
     with pytest.raises(StillHeld):  # the warehouse's erasure and its publish come first
         erase_copies(HomeSettings(home=forgotten.home), "leads", [forgotten.lead], forgotten.store)
-    with serving_process(forgotten.home, 2) as api:
+    replica_home = tmp_path / "replica"
+    replica_settings = {
+        "DUCTWORK_SNAPSHOT_STORE": STORE,
+        "DUCTWORK_SNAPSHOT_POLL_S": "0.5",
+        "DUCTWORK_S3_ENDPOINT_URL": forgotten.env["DUCTWORK_S3_ENDPOINT_URL"],
+        "DUCTWORK_API_KEYS_FILE": str(HomeSettings(home=forgotten.home).keys_path),
+    }
+    with (
+        serving_process(forgotten.home, 2) as api,
+        serving_process(replica_home, 1, replica_settings) as replica,
+    ):
+        # The replica rebuilds an earlier publish from its current snapshot's history.
+        assert 200 in lead_answers(replica, forgotten.key, earlier[0], forgotten.lead)
+        assert list((replica_home / "snapshots" / PAST_FOLDER).glob("past-*"))
         before: dict[str, tuple[list[dict], dict]] = {}
         for version in earlier:
             listed = past_leads(api, forgotten.key, version)
@@ -257,6 +285,9 @@ def test_every_copy_of_a_forgotten_lead_is_removed(forgotten: Forgotten, tmp_pat
         held = [v for v in earlier if 200 in lead_answers(api, forgotten.key, v, forgotten.lead)]
         assert held == earlier[:-1]  # served until deleted upstream
         erase_from_warehouse(forgotten)
+        # The new publish's change file carries the last publish's entries on, the lead's too.
+        changes_now = folder / snapshots.change_file_name(forgotten.versions[-1], "leads")
+        assert forgotten.lead.encode() in changes_now.read_bytes()
         counts = erase_copies(
             HomeSettings(home=forgotten.home), "leads", [forgotten.lead], forgotten.store
         )
@@ -270,6 +301,11 @@ def test_every_copy_of_a_forgotten_lead_is_removed(forgotten: Forgotten, tmp_pat
         assert list((folder / PAST_FOLDER).glob("past-*"))
         changes = get(api, forgotten.key, "/_ductwork/v1/changes/leads", limit=10_000)
         assert forgotten.lead not in changes.text
+        # The replica follows: the store's marker makes it drop its local copies and answers.
+        deadline = time.monotonic() + ANSWER_LIMIT_S
+        while set(lead_answers(replica, forgotten.key, earlier[0], forgotten.lead)) != {404}:
+            assert time.monotonic() < deadline, "the replica still serves the forgotten lead"
+        assert folder_holds(replica_home / "snapshots", forgotten.person) == []
     assert store_holds(forgotten.store, forgotten.person, tmp_path) == []
     fetch_current(forgotten.store, forgotten.replica)
     named = forgotten.store.snapshot_names()
