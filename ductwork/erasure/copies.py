@@ -30,7 +30,7 @@ from pathlib import Path
 
 import duckdb
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import serving_workers, snapshot_guard, snapshots
 from ductwork.erasure import local_files
 from ductwork.history.change_files import ChangeFile
 from ductwork.settings import HomeSettings, S3Settings, SnapshotStoreSettings, load
@@ -40,6 +40,7 @@ from ductwork.streams.registry import stream_named
 from warehouse_sql import fill, section
 
 log = logging.getLogger("ductwork")
+SERVED_WITHIN_S = 60.0  # for the local read-API workers to serve the new current snapshot
 COUNTS = ("snapshot_files", "record_files", "change_files", "past_rebuilds", "store_objects")
 
 
@@ -71,6 +72,14 @@ def erase_copies(
         raise StillHeld(
             f"the current snapshot still holds {stream} records to forget: erase them from "
             "the warehouse and publish first"
+        )
+    # The local workers swap the new current snapshot in first (a worker still serving an
+    # older one answers the past from its history), within a bound: one stuck is not waited for.
+    late = serving_workers.wait_until_served(folder, live.version, SERVED_WITHIN_S)
+    if late:
+        log.warning(
+            "%d read-API workers do not serve the current snapshot yet; erasing all the same",
+            len(late),
         )
     removed_names = _remove_snapshots(folder, live, found, wanted, counts)
     _clean_change_files(folder, live, found, wanted, counts)
