@@ -22,11 +22,12 @@ import httpx
 import pytest
 
 from ductwork import snapshots
-from ductwork.erasure.copies import StillHeld, erase_copies
+from ductwork.erasure.copies import StillHeld, erase_copies, holds
 from ductwork.erasure.local_files import PAST_FOLDER, read_marker, write_marker
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.streams.registry import stream_named
 from sandbox.server import SandboxHandle
 from serve import past_states
 from serve.erasures import Erasures
@@ -239,6 +240,44 @@ def lead_answers(api: RunningApi, key: str, version: str, lead: str) -> list[int
 
 def test_the_rebuilt_folder_names_match_the_servers() -> None:
     assert past_states.PAST_FOLDER == PAST_FOLDER
+
+
+@pytest.mark.parametrize(
+    ("statement", "held"),
+    [
+        ("INSERT INTO contractors VALUES ('C-0042', 'A firm')", True),
+        ("INSERT INTO history.contractor_reviews VALUES ('C-0042', 'R-1')", True),
+        ("INSERT INTO contractors_raw VALUES ('{\"contractorId\": \"C-0042\"}')", True),
+        ("INSERT INTO history.feed_log VALUES ('contractors', 3, 'C-0042', true)", True),
+        ("INSERT INTO history.feed_state VALUES ('contractors', 'C-0042', 1, 3)", True),
+        ("INSERT INTO contractors VALUES ('C-0043', 'C-0042 named in a text')", False),
+        ("INSERT INTO history.feed_log VALUES ('leads', 3, 'C-0042', true)", False),
+    ],
+)  # fmt: skip
+def test_a_file_holds_a_key_wherever_its_stream_keeps_it(
+    tmp_path: Path, statement: str, held: bool
+) -> None:
+    path = tmp_path / "snapshot-x.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA history")
+        con.execute("CREATE TABLE contractors (contractor_id VARCHAR, name VARCHAR)")
+        con.execute("CREATE TABLE contractors_raw (body JSON)")
+        con.execute("CREATE TABLE history.contractor_reviews (contractor_id VARCHAR, id VARCHAR)")
+        con.execute("CREATE TABLE history.feed_log (stream VARCHAR, seq BIGINT, key VARCHAR, "
+                    "deleted BOOLEAN)")  # fmt: skip
+        con.execute("CREATE TABLE history.feed_state (stream VARCHAR, key VARCHAR, "
+                    "record_hash UBIGINT, since BIGINT)")  # fmt: skip
+        con.execute(statement)
+    assert holds(path, stream_named("contractors"), ["C-0042"]) is held
+
+
+def test_a_file_that_cannot_be_read_counts_as_holding_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot-x.duckdb"
+    path.write_bytes(b"not a database")
+    contractors = stream_named("contractors")
+    assert holds(path, contractors, ["C-0042"])
+    with pytest.raises(duckdb.Error):
+        holds(path, contractors, ["C-0042"], unreadable=False)
 
 
 def test_a_workers_kept_answers_go_at_the_next_erasure_only(tmp_path: Path) -> None:
