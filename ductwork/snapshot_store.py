@@ -37,6 +37,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ductwork import file_modes, snapshot_guard, snapshots, sync_times
+from ductwork.erasure import local_files
 from ductwork.settings import S3Settings
 
 MAX_POLL_S = 300.0
@@ -213,6 +214,42 @@ class SnapshotStore:
                 removed.append(key)
         return removed
 
+    def snapshot_names(self) -> set[str]:
+        """The names of every snapshot file the store holds."""
+        prefix = len(self.location.prefix)
+        return {key[prefix:] for key, _ in self._snapshot_objects()}
+
+    def delete_snapshot(self, name: str) -> int:
+        """Delete the snapshot file ``name`` and its checksum (never the current one: a
+        ValueError); how many objects went."""
+        pointer = self.read_pointer()
+        if pointer is not None and pointer.name == name:
+            raise ValueError("the store's current snapshot is not deleted")
+        deleted = 0
+        for key in (
+            self.location.key(name),
+            self.location.key(name) + snapshot_guard.CHECKSUM_SUFFIX,
+        ):
+            if self._exists(key):
+                self._client.delete_object(Bucket=self.location.bucket, Key=key)
+                deleted += 1
+        return deleted
+
+    def read_erasure_marker(self) -> str | None:
+        """The token of the last erasure marked in the store (``ductwork.erasure.local_files``);
+        None when none was."""
+        found = self._get(local_files.MARKER)
+        if found is None:
+            return None
+        return found["Body"].read(256).decode("ascii", "replace").strip()
+
+    def write_erasure_marker(self, token: str) -> None:
+        """Mark an erasure in the store: its replicas then drop every local file the store no
+        longer names."""
+        self._with_bucket(
+            lambda: self._put_text(self.location.key(local_files.MARKER), token.encode("ascii"))
+        )
+
     def _snapshot_objects(self) -> Iterator[tuple[str, datetime]]:
         pages = self._client.get_paginator("list_objects_v2").paginate(
             Bucket=self.location.bucket, Prefix=self.location.key(snapshots.PREFIX)
@@ -310,9 +347,27 @@ def fetch_current(
                     store.read_checksum(pointer.name),
                 )
             snapshots.prune(snapshots_dir, keep=KEEP, grace_s=GRACE_S)
+    _follow_erasures(store, snapshots_dir)
     snapshots.confirm(snapshots_dir, pointer.written_at)
     _copy_sync_times(store, snapshots_dir)
     return snapshots.current(snapshots_dir)
+
+
+def _follow_erasures(store: SnapshotStore, snapshots_dir: Path) -> None:
+    """After an erasure marked in the store: drop every local snapshot file the store no longer
+    names, and every rebuilt one, then copy the store's marker (which the workers watch)."""
+    token = store.read_erasure_marker()
+    if token is None or token == local_files.read_marker(snapshots_dir):
+        return
+    with _fetching(snapshots_dir):
+        named = store.snapshot_names()
+        dropped = local_files.drop_unnamed(snapshots_dir, named)
+        local = snapshots.current(snapshots_dir)
+        # A local current snapshot the store no longer names (fetched just before the
+        # erasure's publish) is replaced at the next poll: the marker is copied then.
+        if local is None or local.path.name in named:
+            local_files.write_marker(snapshots_dir, token)
+    log.info("an erasure in the store: %d local snapshot files dropped", dropped)
 
 
 def _copy_sync_times(store: SnapshotStore, snapshots_dir: Path) -> None:

@@ -124,7 +124,7 @@ def create_app(
         app.state.live.follow(source, store.snapshot_poll_s)
     app.state.keys = KeyFile(home.keys_path)
     app.state.config = AppConfig(home, serve)
-    app.state.feed_pages = AnswerCache(serve.serve_feed_cache_mb << 20)
+    app.state.feed_pages = AnswerCache(serve.serve_feed_cache_mb << 20, app.state.live.erasures)
     app.state.kept_publishes = KeptPublishes()
     app.state.metrics = Metrics()
     counter = LimitCounter(
@@ -160,6 +160,7 @@ def create_app(
             home.snapshots_dir,
             serve.serve_list_cache_mb << 20,
             disk_bytes=serve.serve_past_disk_mb << 20,
+            erasures=app.state.live.erasures,
         ),
     )
     # Outside the past's layer, whose Memento-Datetime tells a memento from the present (and
@@ -192,6 +193,7 @@ def create_app(
         CompressWhenAsked,
         minimum_size=GZIP_MINIMUM_BYTES,
         cache_bytes=serve.serve_gzip_cache_mb << 20,
+        erasures=app.state.live.erasures,
     )
     # Outside the gzip layer, so that a refused client costs as little as possible.
     app.add_middleware(FailedRequestLimit, limit=failures)

@@ -35,6 +35,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.gzip import GZipMiddleware, GZipResponder, IdentityResponder
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from serve.erasures import Erasures
 from serve.validators import with_gzip
 
 # ISA-L's level 0 to 3; the bodies are JSON, which even level 1 shrinks about sevenfold.
@@ -70,18 +71,29 @@ def entry_bytes(key: AnswerKey, compressed: bytes) -> int:
 class AnswerCache:
     """Answers' bytes (here: compressed) by (snapshot version, path, parameters, media type),
     least recently used dropped first beyond ``limit_bytes`` of entries (keys and bookkeeping
-    counted, see ``entry_bytes``). Used from the event loop only."""
+    counted, see ``entry_bytes``). Used from the event loop only. With ``erasures``, every
+    answer is dropped once a new erasure is seen (answers of earlier publishes may hold what
+    was erased; the current one's feed pages too, read from a change file since rewritten)."""
 
-    def __init__(self, limit_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, limit_bytes: int = CACHE_BYTES, erasures: Erasures | None = None) -> None:
         self.limit_bytes = limit_bytes
         self.size_bytes = 0
         self._answers: OrderedDict[AnswerKey, bytes] = OrderedDict()
+        self._erasures = erasures
+        self._generation = 0
+
+    def _follow_erasures(self) -> None:
+        if self._erasures is not None and self._erasures.generation != self._generation:
+            self._generation = self._erasures.generation
+            self._answers.clear()
+            self.size_bytes = 0
 
     def __len__(self) -> int:
         return len(self._answers)
 
     def get(self, key: AnswerKey) -> bytes | None:
         """The compressed answer, if kept."""
+        self._follow_erasures()
         found = self._answers.get(key)
         if found is not None:
             self._answers.move_to_end(key)
@@ -90,6 +102,7 @@ class AnswerCache:
     def put(self, key: AnswerKey, compressed: bytes) -> None:
         """Keep an answer, dropping the least recently used ones over the limit; one larger
         than the whole limit is not kept."""
+        self._follow_erasures()
         size = entry_bytes(key, compressed)
         if size > self.limit_bytes or key in self._answers:
             return
@@ -214,11 +227,17 @@ class CompressWhenAsked(GZipMiddleware):
     on every request only to send it as it is.
     """
 
-    def __init__(self, app: ASGIApp, minimum_size: int, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        minimum_size: int,
+        cache_bytes: int = CACHE_BYTES,
+        erasures: Erasures | None = None,
+    ) -> None:
         # The API answers JSON and metrics text only: no type needs excluding, and an empty
         # list spares Starlette normalising its default list of fifteen on every request.
         super().__init__(app, minimum_size, GZIP_LEVEL, exclude_content_types=())
-        self.answers = AnswerCache(cache_bytes)
+        self.answers = AnswerCache(cache_bytes, erasures)
         self.routes = RouteParameters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -35,6 +35,7 @@ from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
 from serve.catalog_index import CatalogIndex, load_catalog
+from serve.erasures import Erasures
 from serve.record_times import RecordTimes, load_record_times
 from serve.small_answers import SmallAnswers, load_small_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
@@ -167,12 +168,14 @@ class LiveSnapshot:
         self._refused: set[str] = set()  # the file names of snapshots refused
         self.refusal: str | None = None  # why the newest snapshot is not served, if it is not
         self._sync_times = sync_times.FolderSyncTimes(snapshots_dir)
+        # The folder's erasures, looked for with the pointer (``serve.erasures``).
+        self.erasures = Erasures(snapshots_dir)
 
     def follow(self, store: SnapshotStore, poll_s: float) -> None:
         """Serve what the object store's pointer names from now on, checking every ``poll_s``
         in a background thread (``watch`` then starts no watcher of its own)."""
         self._follower = StoreFollower(
-            store, self._dir, poll_s, self._reload_from_folder, self._refused, self._refuse
+            store, self._dir, poll_s, self._after_fetch, self._refused, self._refuse
         )
         self._follower.start()
 
@@ -227,6 +230,7 @@ class LiveSnapshot:
         retry_at = math.inf
         while not self._stopping.wait(self._interval):
             self._sync_times.refresh()
+            self.look_for_erasures()
             pointer = _identity(self._dir / snapshots.POINTER)
             if pointer == seen and time.monotonic() < retry_at:
                 continue
@@ -236,6 +240,24 @@ class LiveSnapshot:
             except Exception:
                 log.exception("could not load the newest snapshot; still serving the previous one")
                 retry_at = time.monotonic() + RETRY_S
+
+    def _after_fetch(self) -> None:
+        """After a replica's poll of the store: the new snapshot, if any, then any erasure."""
+        self._reload_from_folder()
+        self.look_for_erasures()
+
+    def look_for_erasures(self) -> bool:
+        """One stat of the folder's erasure marker; when it was rewritten, the change files
+        the served state opened are let go (the current publish's may have been rewritten),
+        and the keepers of earlier publishes' answers and states drop them as they next look
+        (``serve.erasures``). Whether there was a new erasure."""
+        if not self.erasures.look():
+            return False
+        state = self._state
+        if state is not None and state.change_files is not None:
+            state.change_files.forget()
+        log.info("an erasure: what was kept of earlier publishes is dropped")
+        return True
 
     def age_seconds(self, state: ServingState) -> float:
         """Seconds since a sync last published or confirmed ``state``'s snapshot as current."""

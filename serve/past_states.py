@@ -30,14 +30,17 @@ from enum import IntEnum
 from pathlib import Path
 
 from ductwork import file_modes, snapshot_guard, snapshots
+from ductwork.erasure import local_files
 from ductwork.history.feed import Publish
 from ductwork.history.past import rebuild
+from serve.erasures import Erasures
 from serve.live_snapshot import ServingState, load_state
 from serve.stream_index import CACHE_BYTES
 
-PAST_FOLDER = ".past"
-REBUILT_PREFIX = "past-"
-REBUILD_LOCK = ".lock"
+# Named in ``ductwork.erasure.local_files``, which removes rebuilt snapshots after an erasure.
+PAST_FOLDER = local_files.PAST_FOLDER
+REBUILT_PREFIX = local_files.REBUILT_PREFIX
+REBUILD_LOCK = local_files.REBUILD_LOCK
 KEEP_REBUILT = 4  # rebuilt snapshots kept per host, the least recently made dropped first
 DISK_BYTES = 2048 << 20  # the budget of ``snapshots/.past/`` unless the settings say otherwise
 RETRY_AFTER_S = 2  # what a refused request is told to wait: about a load or a small rebuild
@@ -71,8 +74,11 @@ class PastStates:
         cache_bytes: int = CACHE_BYTES,
         keep: int = 2,
         disk_bytes: int = DISK_BYTES,
+        erasures: Erasures | None = None,
     ) -> None:
         self._dir = snapshots_dir
+        self._erasures = erasures
+        self._generation = 0  # the erasures' generation the states held were loaded in
         self._cache_bytes = cache_bytes
         self._keep = keep
         self._disk_bytes = disk_bytes
@@ -88,6 +94,7 @@ class PastStates:
 
     def weight(self, publish: Publish) -> Weight:
         """What answering from ``publish`` would cost now (a few file lookups, no load)."""
+        self._follow_erasures()
         with self._lock:
             if publish.version in self._states or publish.version in self._loading:
                 return Weight.HELD
@@ -99,6 +106,24 @@ class PastStates:
         """The state of ``publish``: held, or loaded (perhaps rebuilt) on the loader's thread.
         PastBusy while another publish loads in this worker or is rebuilt on this host;
         PastTooLarge when its rebuild would not fit the disk budget."""
+        self._follow_erasures()
+        return await self._get(current, publish)
+
+    def _follow_erasures(self) -> int:
+        """Drop every state held once a new erasure is seen (``serve.erasures``): each may
+        hold what was erased, from a file since removed. The generation now."""
+        if self._erasures is None:
+            return 0
+        with self._lock:
+            generation = self._erasures.generation
+            if generation != self._generation:
+                self._generation = generation
+                for state in self._states.values():
+                    state.lease.release()  # answers under way finish on its connection
+                self._states.clear()
+            return generation
+
+    async def _get(self, current: ServingState, publish: Publish) -> ServingState:
         with self._lock:
             found = self._states.get(publish.version)
             if found is not None:
@@ -115,7 +140,7 @@ class PastStates:
 
     def _load_and_hold(self, current: ServingState, publish: Publish) -> ServingState:
         try:
-            state = self._load(current, publish)
+            state = self._load_unerased(current, publish)
             with self._lock:
                 self._states[publish.version] = state
                 while len(self._states) > self._keep:
@@ -125,6 +150,17 @@ class PastStates:
         finally:
             with self._lock:
                 self._loading.pop(publish.version, None)
+
+    def _load_unerased(self, current: ServingState, publish: Publish) -> ServingState:
+        """``_load``, again when an erasure was marked while it loaded (the file it read
+        may be one the erasure removed); PastBusy after a few."""
+        for _ in range(3):
+            generation = self._erasures.generation if self._erasures is not None else 0
+            state = self._load(current, publish)
+            if self._erasures is None or self._erasures.generation == generation:
+                return state
+            state.close()  # nobody answered from it
+        raise PastBusy("erasures came while the past snapshot was loading")
 
     def _kept(self, publish: Publish) -> Path:
         return self._dir / f"{snapshots.PREFIX}{publish.version}{snapshots.SUFFIX}"

@@ -274,6 +274,12 @@ class ChangeFiles:
         self._opened: OrderedDict[tuple[str, str], ChangeFile | None] = OrderedDict()
         self._lock = threading.Lock()
 
+    def forget(self) -> None:
+        """Let every opened file go (an erasure rewrote or removed some): each is opened
+        anew when next asked for."""
+        with self._lock:
+            self._opened.clear()
+
     def change_file(self, stream: str, version: str) -> ChangeFile | None:
         """The change file of ``stream`` written by the publish of ``version``, if any."""
         name = (version, stream)
