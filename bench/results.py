@@ -165,6 +165,17 @@ class Report:
             )
         self.body += [*report(found), ""]
 
+    def forget(self) -> None:
+        """``ductwork forget`` of one lead (``bench.forget``): its summary row and section."""
+        found = self.found.forget
+        if found is None:
+            return
+        from bench.forget import report
+
+        lines, (figure, value, target, ok) = report(found, self.first)
+        self.verdict(figure, value, target, ok)
+        self.body += ["### Forgetting a person", "", *lines]
+
     def __init__(self, found: Findings, options: argparse.Namespace) -> None:
         self.found = found
         self.options = options
@@ -643,6 +654,7 @@ def render(found: Findings, options: argparse.Namespace, total_s: float, command
     report.floors()
     report.memory()
     report.history()
+    report.forget()
     report.incremental()
     report.peer()
     report.serving()

@@ -372,6 +372,9 @@ class Findings:
     startup: dict[str, float] = field(default_factory=dict)
     # The mirror's memory (``bench.memory``): its syncs, sizes and serving figures.
     history: Any = None
+    # ``ductwork forget`` of one lead on the memory part's data folder (``bench.forget``), or
+    # the error that stopped it.
+    forget: Any = None
     # Wall time of each part of the suite, for where its budget goes.
     part_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -800,7 +803,8 @@ def main() -> int:
         help="with --parts serving: serve this synced data folder at SCALE instead of syncing",
     )
     options = parser.parse_args()
-    from bench.memory import measure as measure_memory  # it imports this module
+    from bench.forget import measure_or_failure as measure_forget  # both import this module
+    from bench.memory import measure as measure_memory
 
     if options.parts == "serving":
         return serving_only(options)
@@ -829,6 +833,8 @@ def main() -> int:
                         suite.found.history = measure_memory(
                             up, group, last.home, suite.work, options.memory_syncs, 200
                         )
+                    with suite.part(f"forgetting a person ({scale})"):
+                        suite.found.forget = measure_forget(up, last.home, suite.work)
                 with suite.part(f"serving ({scale})"):
                     suite.serving(group, last.home, scale)
                 if first:
