@@ -134,4 +134,5 @@ LEADS = Stream(
         ),
     ),
     serving=Serving.CURSOR_LIST,
+    personal_key="id",
 )

@@ -189,6 +189,7 @@ CONTRACTORS = Stream(
     serving=Serving.DOCUMENT,
     records_in_text=True,
     extra_tables=(CONTRACTORS_RAW, REVIEWS),
+    personal_key="contractor_id",
 )
 
 INDOOR_MODELS = Stream(
