@@ -2,6 +2,7 @@
 
 # No ``from __future__ import annotations``: Dagster reads the ``context`` annotation as an object.
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -11,6 +12,7 @@ from assets.ingest import OWNERS, WAREHOUSE_POOL
 from assets.resources import DataHome, open_warehouse
 from assets.streams import SYNCED_KEYS
 from ductwork import snapshots, sync_times
+from ductwork.erasure.forget import unfinished_erasure
 from ductwork.settings import HistorySettings, S3Settings, SnapshotStoreSettings, load
 from ductwork.streams.registry import STREAMS
 
@@ -40,7 +42,9 @@ def serving_snapshot(
     stream last synced."""
     with open_warehouse(warehouse, parallel=True) as con:
         keep = timedelta(days=load(HistorySettings).history_days)
-        published = snapshots.publish(con, data_home.snapshots_dir, keep)
+        # A `ductwork forget` stopped midway: published erased, never half so.
+        erase = unfinished_erasure(con, Path(data_home.path))
+        published = snapshots.publish(con, data_home.snapshots_dir, keep, erase=erase)
     removed = snapshots.prune(data_home.snapshots_dir)
     snapshot = published.snapshot
     synced = stream_sync_times(context.instance)
@@ -55,6 +59,7 @@ def serving_snapshot(
         "fingerprinted": published.fingerprinted,
         "pruned": len(removed),
         "streams_dated": len(synced),
+        "erasure_pending": erase is not None,
     }
     if stored is not None:
         metadata["store_key"] = stored.key

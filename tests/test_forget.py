@@ -25,8 +25,12 @@ from ductwork import snapshots
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import LEADS
 from ductwork.erasure.audit import AUDIT_LOG
+from ductwork.erasure.forget import Request, write_pending
+from ductwork.erasure.warehouse import erase_rows
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from ductwork.streams.crm import LEADS as LEADS_STREAM
+from ductwork.streams.internal import CONTRACTORS_PATH
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import get_json
@@ -211,3 +215,70 @@ def test_a_lead_still_served_is_refused_then_suppressed_through_a_full_refresh_t
     run(mirrored, "sync", *LEAD_STEPS, "--reconcile")
     assert served_detail(mirrored, lead_id) == 200
     assert lead_id in served_ids(mirrored)
+
+
+def served_contractor_ids(mirrored: Mirrored) -> list[str]:
+    """The contractor ids in the read API's contractors answer (its ``data`` is a JSON text)."""
+    with api_over(mirrored.home, mirrored.key) as api:
+        answer = httpx.get(
+            api.url + CONTRACTORS_PATH,
+            headers={"Authorization": f"Bearer {mirrored.key}"},
+            timeout=60,
+        )
+    assert answer.status_code == 200, answer.text
+    return [item["contractorId"] for item in json.loads(answer.json()["data"])]
+
+
+def test_a_contractor_still_served_is_suppressed_through_a_sync_and_back_after_lift(
+    mirrored: Mirrored,
+) -> None:
+    run(mirrored, "sync", "--select", "internal_contractors")
+    served = served_contractor_ids(mirrored)
+    contractor = served[len(served) // 2]
+
+    refused = ductwork("forget", "contractors", contractor, "--reason", "r", env=mirrored.env)
+    assert refused.returncode == 1 and "still serves" in refused.stderr
+
+    run(mirrored, "forget", "contractors", contractor, "--reason", "asked", "--suppress")
+    assert contractor not in served_contractor_ids(mirrored)
+    run(mirrored, "sync", "--full-refresh", "contractors")
+    assert served_contractor_ids(mirrored) == [c for c in served if c != contractor]
+    warehouse = HomeSettings(home=mirrored.home).warehouse_path
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        held = con.execute(
+            "SELECT count(*) FROM contractors_raw WHERE contains(body::VARCHAR, ?)", [contractor]
+        ).fetchall()[0][0]
+    assert held == 0
+
+    run(mirrored, "forget", "--lift", "contractors", contractor)
+    run(mirrored, "sync", "--select", "internal_contractors")
+    assert served_contractor_ids(mirrored) == served
+
+
+def test_a_forget_stopped_after_its_warehouse_erasure_is_published_erased_and_finished_again(
+    mirrored: Mirrored,
+) -> None:
+    lead_id = listed_leads(mirrored.upstream.url, mirrored.upstream.api_key)[300]["Id"]
+    before_it = token_now(mirrored)
+    # As a forget killed once its warehouse transaction committed: the request pending, the
+    # warehouse erased, the published snapshot still the old one.
+    home = HomeSettings(home=mirrored.home)
+    request = Request("leads", (lead_id,), "asked", suppress=True)
+    write_pending(mirrored.home, request)
+    with duckdb.connect(str(home.warehouse_path)) as con:
+        erase_rows(con, LEADS_STREAM, [lead_id], suppress=True)
+    assert served_detail(mirrored, lead_id) == 200
+
+    run(mirrored, "sync", *LEAD_STEPS)  # its publish erases too: never half erased
+    assert served_detail(mirrored, lead_id) == 404
+    assert (mirrored.home / "erasure-pending.json").exists()
+
+    run(mirrored, "forget", "leads", lead_id, "--reason", "asked", "--suppress")
+    assert not (mirrored.home / "erasure-pending.json").exists()
+    assert served_detail(mirrored, lead_id) == 404
+    with api_over(mirrored.home, mirrored.key) as api:
+        changes, _ = feed_walk(api.url, mirrored.key, before_it)
+    mine = [(change["op"], change["record"]) for change in changes if change["key"] == lead_id]
+    assert mine == [("delete", None)]
+    lines = (mirrored.home / AUDIT_LOG).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["erasure"] for line in lines].count(request.erasure_id) == 1

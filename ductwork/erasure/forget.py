@@ -24,6 +24,7 @@ import duckdb
 from ductwork import file_modes, snapshots, sync_times
 from ductwork.erasure import audit, copies
 from ductwork.erasure.warehouse import erase_in_publish, erase_rows, lift
+from ductwork.history.recording import Erase
 from ductwork.settings import (
     HistorySettings,
     HomeSettings,
@@ -91,7 +92,7 @@ def read_pending(home: Path) -> Request | None:
     )
 
 
-def _write_pending(home: Path, request: Request) -> None:
+def write_pending(home: Path, request: Request) -> None:
     """Write the request (0600, whatever the folder's group rule: it names the keys)."""
     path = pending_path(home)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}")
@@ -122,7 +123,7 @@ def forget(
         _carry_out(home, unfinished, report)
     elif unfinished is not None:
         request = unfinished  # the same erasure, started before: finished under its id
-    _write_pending(home.home, request)
+    write_pending(home.home, request)
     return _carry_out(home, request, report)
 
 
@@ -150,6 +151,21 @@ def _carry_out(home: HomeSettings, request: Request, report: Callable[[str], Non
         audit.append(home.home, line)
     _clear_pending(home.home)
     return Outcome(request.erasure_id, published.snapshot.version, removed, removed_copies, hashes)
+
+
+def unfinished_erasure(con: duckdb.DuckDBPyConnection, home: Path) -> Erase | None:
+    """For a sync's publish: the erasure a ``forget`` stopped before it ended, applied again
+    to the warehouse (``con``, held by the run), and what the publish must erase in its own
+    transaction (None when there is none). The sync then publishes the erased state, never
+    the warehouse's half of it; ``forget`` run again still finishes the rest (older copies,
+    the audit log)."""
+    request = read_pending(home)
+    if request is None:
+        return None
+    stream = stream_named(request.stream)
+    keys = list(request.keys)
+    erase_rows(con, stream, keys, request.suppress)
+    return erase_in_publish(stream, keys, {})
 
 
 def lift_suppression(

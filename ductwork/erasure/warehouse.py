@@ -17,8 +17,8 @@ from contextlib import contextmanager
 
 import duckdb
 
-from ductwork.contract.encoding import dumps, loads
 from ductwork.history.recording import Erase, history_name, row_hash, since_name
+from ductwork.streams.internal import contractors_answer_without
 from ductwork.streams.model import Stream
 from ductwork.warehouse.columns import Columns
 from warehouse_sql import quote_identifier, section, stream_section
@@ -134,23 +134,6 @@ def _erase_history(con: duckdb.DuckDBPyConnection, stream: Stream) -> dict[str, 
     return removed
 
 
-def _without(body: str, keys: set[str]) -> str | None:
-    """A contractors answer without the contractors of ``keys`` (None: none of them in it)."""
-    try:
-        document = loads(body)
-        data = document.get("data") if isinstance(document, dict) else None
-        contractors = loads(data) if isinstance(data, str) else None
-    except ValueError:
-        return None
-    if not isinstance(contractors, list):
-        return None
-    kept = [c for c in contractors if not (isinstance(c, dict) and c.get("contractorId") in keys)]
-    if len(kept) == len(contractors):
-        return None
-    document["data"] = dumps(kept).decode()
-    return dumps(document).decode()
-
-
 def _rewrite_answers(con: duckdb.DuckDBPyConnection, keys: list[str]) -> dict[str, int]:
     """Rewrite the verbatim contractors answers (current and every kept version) without the
     contractors of ``keys``. The current answer's row in the history keeps its publish: its
@@ -174,10 +157,12 @@ def _rewrite_answers(con: duckdb.DuckDBPyConnection, keys: list[str]) -> dict[st
     for qualified in tables:
         rows = con.execute(f"SELECT rowid, body::VARCHAR, {hashed} FROM {qualified}").fetchall()
         for row_id, body, old_hash in rows:
-            new_body = _without(body, wanted)
+            new_body = contractors_answer_without(body, wanted)
             if new_body is None:
                 continue
-            con.execute(f"UPDATE {qualified} SET body = ? WHERE rowid = ?", [new_body, row_id])
+            con.execute(
+                f"UPDATE {qualified} SET body = ? WHERE rowid = ?", [new_body.decode(), row_id]
+            )
             rewritten += 1
             since = f"{CONTRACTORS_RAW}__since"
             if qualified.startswith("main.") and since in present:
