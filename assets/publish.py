@@ -49,7 +49,7 @@ def serving_snapshot(
     snapshot = published.snapshot
     synced = stream_sync_times(context.instance)
     sync_times.write(data_home.snapshots_dir, synced)
-    stored = _publish_to_store(snapshot, sync_times.encode(synced))
+    stored = publish_to_store(snapshot, sync_times.encode(synced))
     metadata: dict[str, object] = {
         "version": snapshot.version,
         "path": dg.MetadataValue.path(str(snapshot.path)),
@@ -85,9 +85,11 @@ def stream_sync_times(instance: dg.DagsterInstance) -> dict[str, datetime]:
     return found
 
 
-def _publish_to_store(snapshot: snapshots.Snapshot, synced: bytes) -> "StorePublication | None":
-    """Upload the snapshot (unless already there), the streams' sync times, and point the
-    store at it, when ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
+def publish_to_store(
+    snapshot: snapshots.Snapshot, synced: bytes | None = None
+) -> "StorePublication | None":
+    """Upload the snapshot (unless already there), the streams' sync times (None: as they
+    are), and point the store at it, when ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
     url = load(SnapshotStoreSettings).snapshot_store
     if url is None:
         return None

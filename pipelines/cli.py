@@ -31,7 +31,7 @@ SANDBOX_MISSING = "ductwork: the sandbox upstream comes with the repository; run
 WRITES_DATA_FOLDER = {"sync", "run-job", "dev", "demo", "subscriptions", "forget"}
 # The commands that run a job in this process: as a process of their own, they end without
 # tearing the interpreter down (see ``_end_process``).
-RUNS_A_JOB = {"sync", "run-job"}
+RUNS_A_JOB = {"sync", "run-job", "forget"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -234,6 +234,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     forget.add_argument(
         "--lift", action="store_true", help="Lift the suppression: the next sync brings it back."
+    )
+    forget.add_argument(
+        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
     )
     forget.set_defaults(run=_forget)
 
@@ -453,7 +456,7 @@ def _forget(options: argparse.Namespace) -> int:
 
     return run_forget(
         options.stream, options.keys, options.reason, suppress=options.suppress,
-        lift=options.lift,
+        lift=options.lift, verbose=options.verbose,
     )  # fmt: skip
 
 

@@ -1,15 +1,19 @@
 """``ductwork forget``: erase a person's records (``ductwork.erasure``), or lift a suppression.
 
-It runs in this process under the warehouse's lease (a sync running meanwhile is waited for).
-Nothing it prints or logs names a key: the keys' keyed hashes stand for them.
+The erasure runs as the ``forget`` job on the data folder's Dagster instance (in this process,
+as ``ductwork sync`` runs its jobs; it waits its turn at the warehouse like any run), reading
+the keys from the pending request written here. Lifting a suppression runs in this process under
+the warehouse's lease. Nothing printed or logged names a key: keyed hashes stand for them.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from ductwork.erasure import audit
-from ductwork.erasure.forget import Request, forget, lift_suppression
+from ductwork.erasure.forget import Request, lift_suppression, pending_for, write_pending
 from ductwork.settings import HomeSettings, UpstreamSettings, load
 from ductwork.streams.registry import STREAMS
 from pipelines.usage import UsageError
@@ -20,7 +24,13 @@ def _say(line: str) -> None:
 
 
 def run_forget(
-    stream_name: str, keys: list[str], reason: str | None, *, suppress: bool, lift: bool
+    stream_name: str,
+    keys: list[str],
+    reason: str | None,
+    *,
+    suppress: bool,
+    lift: bool,
+    verbose: bool = False,
 ) -> int:
     """Erase (or with ``lift``, lift the suppression of) the keys of a stream with personal
     data; the exit code."""
@@ -58,19 +68,48 @@ def run_forget(
                 file=sys.stderr,
             )
             return 1
-    outcome = forget(home, Request(stream.name, tuple(keys), reason.strip(), suppress), _say)
-    rows = sum(outcome.removed.values())
-    print(
-        f"erased {len(keys)} {stream.name} record(s): {rows} row(s) removed; published "
-        f"snapshot {outcome.version}; audit log: {audit.audit_path(home.home)} "
-        f"(erasure {outcome.erasure_id})"
+    earlier, request = pending_for(
+        home, Request(stream.name, tuple(keys), reason.strip(), suppress)
     )
-    for table, count in sorted(outcome.removed.items()):
+    if earlier is not None:
+        _say("finishing an earlier erasure that was stopped before it ended")
+        code = _run_forget_job(verbose)
+        if code != 0:
+            return code
+    write_pending(home.home, request)
+    code = _run_forget_job(verbose)
+    if code != 0:
+        _say("the erasure did not finish: run the same command again to finish it")
+        return code
+    line = _audit_line(home.home, request.erasure_id)
+    removed = line.get("rows_removed", {})
+    print(
+        f"erased {len(keys)} {stream.name} record(s): {sum(removed.values())} row(s) removed; "
+        f"audit log: {audit.audit_path(home.home)} (erasure {request.erasure_id})"
+    )
+    for table, count in sorted(removed.items()):
         if count:
             print(f"  {table}: {count}")
-    for kind, count in sorted(outcome.copies.items()):
+    for kind, count in sorted(line.get("copies_removed", {}).items()):
         print(f"  {kind}: {count}")
     if suppress:
         print(f"suppressed: later syncs skip these records until `ductwork forget --lift "
               f"{stream.name} KEY`")  # fmt: skip
     return 0
+
+
+def _run_forget_job(verbose: bool) -> int:
+    """Run the ``forget`` job (it reads the pending request) on the data folder's instance."""
+    from assets.erasure import FORGET_JOB
+    from pipelines.sync_command import run_job
+
+    return run_job(FORGET_JOB, None, publish=False, verbose=verbose).exit_code
+
+
+def _audit_line(home: Path, erasure_id: str) -> dict:
+    """The audit log's line of an erasure (empty when missing)."""
+    for line in reversed(audit.audit_path(home).read_text(encoding="utf-8").splitlines()):
+        found = json.loads(line)
+        if found.get("erasure") == erasure_id:
+            return found
+    return {}

@@ -179,6 +179,13 @@ def test_a_lead_changed_twice_and_deleted_upstream_is_forgotten_everywhere(
     assert line["stream"] == "leads" and line["reason"] == "GDPR Art. 17"
     assert len(line["key_hashes"]) == 1 and line["rows_removed"]["lead_history"] == versions
     assert (mirrored.home / AUDIT_LOG).stat().st_mode & 0o077 == 0
+    # The erasure ran as a Dagster run: its reason and key hash in the instance's storage
+    # (SQLite: plain bytes), the key nowhere there, nor in the run's config.
+    stored = b"".join(
+        path.read_bytes() for path in (mirrored.home / "dagster").rglob("*") if path.is_file()
+    )
+    assert b"GDPR Art. 17" in stored and line["key_hashes"][0].encode() in stored
+    assert lead_id.encode() not in stored and email.encode() not in stored
     assert (mirrored.home / ".erasure-secret").stat().st_mode & 0o777 == 0o600
     assert not (mirrored.home / "erasure-pending.json").exists()
 

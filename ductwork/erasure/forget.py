@@ -107,38 +107,58 @@ def write_pending(home: Path, request: Request) -> None:
     file_modes.fsync(home)
 
 
-def _clear_pending(home: Path) -> None:
+def clear_pending(home: Path) -> None:
+    """Remove the pending request: the erasure is done."""
     pending_path(home).unlink(missing_ok=True)
     file_modes.fsync(home)
+
+
+def pending_for(home: HomeSettings, request: Request) -> tuple[Request | None, Request]:
+    """Before an erasure starts: the unfinished erasure to finish first (None: none, or the
+    same one), and the request to carry out (the unfinished one itself when it asks the same,
+    so that it keeps its id in the audit log)."""
+    file_modes.current().make_private_dir(home.home)
+    unfinished = read_pending(home.home)
+    if unfinished is None:
+        return None, request
+    if unfinished.same_work(request):
+        return None, unfinished
+    return unfinished, request
 
 
 def forget(
     home: HomeSettings, request: Request, report: Callable[[str], None] = lambda _: None
 ) -> Outcome:
-    """Carry out ``request`` (after any unfinished one), under the warehouse's lease."""
-    file_modes.current().make_private_dir(home.home)
-    unfinished = read_pending(home.home)
-    if unfinished is not None and not unfinished.same_work(request):
+    """Carry out ``request`` (after any unfinished one) in this process, under the
+    warehouse's lease (``ductwork forget`` runs ``carry_out`` in a Dagster run instead)."""
+    earlier, request = pending_for(home, request)
+    if earlier is not None:
         report("finishing an earlier erasure that was stopped before it ended")
-        _carry_out(home, unfinished, report)
-    elif unfinished is not None:
-        request = unfinished  # the same erasure, started before: finished under its id
+        with _Warehouse(home, f"forget-{earlier.erasure_id}", report) as con:
+            carry_out(con, home, earlier)
     write_pending(home.home, request)
-    return _carry_out(home, request, report)
+    with _Warehouse(home, f"forget-{request.erasure_id}", report) as con:
+        return carry_out(con, home, request)
 
 
-def _carry_out(home: HomeSettings, request: Request, report: Callable[[str], None]) -> Outcome:
+def carry_out(
+    con: duckdb.DuckDBPyConnection,
+    home: HomeSettings,
+    request: Request,
+    store: Callable[[snapshots.Snapshot], None] | None = None,
+) -> Outcome:
+    """Carry out the pending ``request`` on the warehouse ``con`` (held under its lease by the
+    caller): erase, publish (then ``store``, default: the object store's publish), remove the
+    older copies, log the erasure, and clear the pending request."""
     stream = stream_named(request.stream)
     keys = list(request.keys)
-    removed: dict[str, int] = {}
     in_publish: dict[str, int] = {}
-    with _Warehouse(home, f"forget-{request.erasure_id}", report) as con:
-        removed = erase_rows(con, stream, keys, request.suppress)
-        keep = timedelta(days=load(HistorySettings).history_days)
-        erase = erase_in_publish(stream, keys, in_publish)
-        published = snapshots.publish(con, home.snapshots_dir, keep, erase=erase)
+    removed = erase_rows(con, stream, keys, request.suppress)
+    keep = timedelta(days=load(HistorySettings).history_days)
+    erase = erase_in_publish(stream, keys, in_publish)
+    published = snapshots.publish(con, home.snapshots_dir, keep, erase=erase)
     snapshots.prune(home.snapshots_dir)
-    _publish_to_store(home, published.snapshot)
+    (store or (lambda snapshot: _publish_to_store(home, snapshot)))(published.snapshot)
     for table, count in in_publish.items():
         removed[table] = removed.get(table, 0) + count
     removed_copies = copies.erase_copies(home, stream.name, keys)
@@ -149,7 +169,7 @@ def _carry_out(home: HomeSettings, request: Request, report: Callable[[str], Non
             request.suppress,
         )  # fmt: skip
         audit.append(home.home, line)
-    _clear_pending(home.home)
+    clear_pending(home.home)
     return Outcome(request.erasure_id, published.snapshot.version, removed, removed_copies, hashes)
 
 
