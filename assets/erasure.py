@@ -3,7 +3,8 @@ operators see each erasure in the UI with its reason and what it removed.
 
 The keys never enter the run's config, tags or events: the run reads them from the pending
 erasure request the command wrote in the data folder (0600), and removes it once done. Its
-metadata names each key by its keyed hash (``ductwork.erasure.audit``).
+metadata names each key by its keyed hash (``ductwork.erasure.audit``). After the publish the
+stream's subscribers are notified as after a sync's.
 """
 
 # No ``from __future__ import annotations``: Dagster reads the ``context`` annotation as an object.
@@ -13,6 +14,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from assets.ingest import WAREHOUSE_POOL
+from assets.notifications import notify_publish
 from assets.publish import publish_to_store
 from assets.resources import DataHome, open_warehouse
 from ductwork.erasure.forget import carry_out, read_pending
@@ -39,6 +41,9 @@ def erase_personal_data(
         raise dg.Failure("no pending erasure request in the data folder: nothing to erase")
     with open_warehouse(warehouse, parallel=True) as con:
         outcome = carry_out(con, home, request, store=lambda snapshot: publish_to_store(snapshot))
+    # Subscribers are told of the publish as after any other (a pointer into the feed, which
+    # now has the deletes).
+    told = notify_publish(home)
     context.log.info(
         f"erasure {outcome.erasure_id}: {len(outcome.key_hashes)} {request.stream} record(s) "
         f"erased, snapshot {outcome.version} published"
@@ -52,6 +57,7 @@ def erase_personal_data(
         "rows_removed": dg.MetadataValue.json(outcome.removed),
         "copies_removed": dg.MetadataValue.json(outcome.copies),
         "snapshot_version": outcome.version,
+        "notifications_delivered": sum(told_one.delivered for told_one in told.outcomes),
     }
     return dg.Output(None, metadata=metadata)
 
