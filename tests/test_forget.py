@@ -96,6 +96,14 @@ def served_ids(mirrored: Mirrored) -> set[str]:
         return {lead["Id"] for lead in listed_leads(api.url, mirrored.key, fields="Status")}
 
 
+def current_change_file(mirrored: Mirrored) -> bytes:
+    """The bytes of the leads change file of the current publish (uncompressed Arrow)."""
+    folder = HomeSettings(home=mirrored.home).snapshots_dir
+    current = snapshots.current(folder)
+    assert current is not None
+    return (folder / snapshots.change_file_name(current.version, "leads")).read_bytes()
+
+
 def rows_holding(database: Path, text: str) -> list[tuple[str, str, int]]:
     """Every (table, column, rows) of a DuckDB file whose text column holds ``text``: every
     VARCHAR and JSON column of every table of every schema, searched by DuckDB itself."""
@@ -167,6 +175,13 @@ def test_a_lead_changed_twice_and_deleted_upstream_is_forgotten_everywhere(
         assert rows_holding(database, phone) == []
         if name_is_unique:
             assert rows_holding(database, name) == []
+    # The new publish's change file (uncompressed Arrow: a byte search holds) carries the
+    # delete, not the record the previous publish's file held for the key.
+    snapshots_dir = HomeSettings(home=mirrored.home).snapshots_dir
+    change_file = (
+        snapshots_dir / snapshots.change_file_name(current.version, "leads")
+    ).read_bytes()
+    assert lead_id.encode() in change_file and email.encode() not in change_file
     assert lead_versions(mirrored.home, lead_id) == 0
     assert served_detail(mirrored, lead_id) == 404
     with api_over(mirrored.home, mirrored.key) as api:
@@ -200,7 +215,11 @@ def test_a_stream_without_personal_data_is_refused_in_one_line(mirrored: Mirrore
 def test_a_lead_still_served_is_refused_then_suppressed_through_a_full_refresh_then_lifted(
     mirrored: Mirrored,
 ) -> None:
-    lead_id = listed_leads(mirrored.upstream.url, mirrored.upstream.api_key)[100]["Id"]
+    mutate(mirrored.upstream, leads_added=3)
+    run(mirrored, "sync", *LEAD_STEPS)
+    # A lead added since the first publish, so in its change files; not the newest, where the
+    # lead cursor stands.
+    lead_id = listed_leads(mirrored.upstream.url, mirrored.upstream.api_key)[-2]["Id"]
     assert lead_id in served_ids(mirrored)
 
     refused = ductwork("forget", "leads", lead_id, "--reason", "asked", env=mirrored.env)
@@ -208,8 +227,12 @@ def test_a_lead_still_served_is_refused_then_suppressed_through_a_full_refresh_t
     assert "still serves" in refused.stderr and lead_id not in refused.stderr
     assert served_detail(mirrored, lead_id) == 200
 
+    email = get_json(mirrored.upstream, f"{LEADS}/{quote_sku(lead_id)}")["email"]
+    assert email.encode() in current_change_file(mirrored)
     suppress = ("forget", "leads", lead_id, "--reason", "asked", "--suppress")
     run(mirrored, *suppress)
+    # The forget's publish carries the last change file on without the key's record.
+    assert email.encode() not in current_change_file(mirrored)
     assert served_detail(mirrored, lead_id) == 404
     assert lead_id not in served_ids(mirrored)
 
