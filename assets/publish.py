@@ -2,6 +2,7 @@
 
 # No ``from __future__ import annotations``: Dagster reads the ``context`` annotation as an object.
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -11,6 +12,7 @@ from assets.ingest import OWNERS, WAREHOUSE_POOL
 from assets.resources import DataHome, open_warehouse
 from assets.streams import SYNCED_KEYS
 from ductwork import snapshots, sync_times
+from ductwork.erasure.forget import unfinished_erasure
 from ductwork.settings import HistorySettings, S3Settings, SnapshotStoreSettings, load
 from ductwork.streams.registry import STREAMS
 
@@ -40,14 +42,16 @@ def serving_snapshot(
     stream last synced."""
     with open_warehouse(warehouse, parallel=True) as con:
         history = load(HistorySettings)
+        # A `ductwork forget` stopped midway: published erased, never half so.
+        erase = unfinished_erasure(con, Path(data_home.path))
         published = snapshots.publish(
-            con, data_home.snapshots_dir, history.keep(), history.stream_keeps()
+            con, data_home.snapshots_dir, history.keep(), history.stream_keeps(), erase=erase
         )
     removed = snapshots.prune(data_home.snapshots_dir)
     snapshot = published.snapshot
     synced = stream_sync_times(context.instance)
     sync_times.write(data_home.snapshots_dir, synced)
-    stored = _publish_to_store(snapshot, sync_times.encode(synced))
+    stored = publish_to_store(snapshot, sync_times.encode(synced))
     metadata: dict[str, object] = {
         "version": snapshot.version,
         "path": dg.MetadataValue.path(str(snapshot.path)),
@@ -57,6 +61,7 @@ def serving_snapshot(
         "fingerprinted": published.fingerprinted,
         "pruned": len(removed),
         "streams_dated": len(synced),
+        "erasure_pending": erase is not None,
     }
     if stored is not None:
         metadata["store_key"] = stored.key
@@ -82,9 +87,11 @@ def stream_sync_times(instance: dg.DagsterInstance) -> dict[str, datetime]:
     return found
 
 
-def _publish_to_store(snapshot: snapshots.Snapshot, synced: bytes) -> "StorePublication | None":
-    """Upload the snapshot (unless already there), the streams' sync times, and point the
-    store at it, when ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
+def publish_to_store(
+    snapshot: snapshots.Snapshot, synced: bytes | None = None
+) -> "StorePublication | None":
+    """Upload the snapshot (unless already there), the streams' sync times (None: as they
+    are), and point the store at it, when ``DUCTWORK_SNAPSHOT_STORE`` is set; None otherwise."""
     url = load(SnapshotStoreSettings).snapshot_store
     if url is None:
         return None

@@ -32,7 +32,7 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes, snapshot_guard
-from ductwork.history.recording import as_of_macro, kept_tables, record_publish
+from ductwork.history.recording import Erase, as_of_macro, kept_tables, record_publish
 from ductwork.streams.registry import STREAMS, numbered_lists
 from ductwork.warehouse.schema import add_snapshot_extras, schema_sql, snapshot_sql
 from ductwork.warehouse_stamp import (
@@ -206,18 +206,21 @@ def publish(
     snapshots_dir: Path,
     keep_history: timedelta = timedelta(days=90),
     stream_keep: Mapping[str, timedelta] | None = None,
+    erase: Erase | None = None,
 ) -> Publication:
     """Copy the warehouse into a new snapshot file and make it current, unless the current
     snapshot already holds the same content (then only the pointer is rewritten).
 
     A new snapshot is first recorded in the warehouse's history (``ductwork.history``), which
     keeps ``keep_history`` of published versions (less for the streams ``stream_keep`` names)
-    and travels in the copy."""
+    and travels in the copy. With ``erase`` (an erasure of keys from that history, ``ductwork
+    forget``) a new snapshot is always made: the content fingerprint reads the current tables
+    only, not the history the erasure changed."""
     file_modes.current().make_private_dir(snapshots_dir)
     release = f";{RELEASE}:{_release_digest()}"
     database = _Database.in_use(warehouse)
     live = current(snapshots_dir)
-    if live is not None:
+    if live is not None and erase is None:
         stamp = unchanged_since_stamp(snapshots_dir, live.path.name, database.path, release)
         if stamp is not None:
             with _publishing(snapshots_dir):
@@ -228,7 +231,7 @@ def publish(
             )
     fingerprint = content_fingerprint(warehouse) + release
     live_fingerprint, live_catalog = _published_facts(live) if live is not None else (None, None)
-    if live is not None and live_fingerprint == fingerprint:
+    if live is not None and live_fingerprint == fingerprint and erase is None:
         # Written since the stamp, yet the same content: stamp the file as the log's
         # checkpoint leaves it, so the next run that writes nothing is vouched for. Should the
         # checkpoint fail, the stamp records the log as it is and goes stale at the next close:
@@ -252,6 +255,7 @@ def publish(
             keep_history,
             unchanged=unchanged_tables(live_fingerprint, fingerprint),
             stream_keep=stream_keep,
+            erase=erase,
         )
         # Imported here: it imports Arrow, which a process that only opens snapshots needs not;
         # and Arrow first without pandas, which its first conversion would import for nothing.

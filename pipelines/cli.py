@@ -28,10 +28,10 @@ from pipelines.usage import UsageError
 SANDBOX_MISSING = "ductwork: the sandbox upstream comes with the repository; run from a checkout"
 # The commands that write the data folder (directly or through the Dagster processes they
 # start): each first brings the folder to the file-mode rule.
-WRITES_DATA_FOLDER = {"sync", "run-job", "dev", "demo", "subscriptions"}
+WRITES_DATA_FOLDER = {"sync", "run-job", "dev", "demo", "subscriptions", "forget"}
 # The commands that run a job in this process: as a process of their own, they end without
 # tearing the interpreter down (see ``_end_process``).
-RUNS_A_JOB = {"sync", "run-job"}
+RUNS_A_JOB = {"sync", "run-job", "forget"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,6 +216,29 @@ def _parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=1000, help="Changes read per page (1 to 10000)."
     )
     changes.set_defaults(run=_changes)
+
+    forget = sub.add_parser(
+        "forget",
+        help="Erase records holding personal data from the mirror's every version, then "
+        "publish a snapshot without them.",
+    )
+    personal = ", ".join(stream.name for stream in STREAMS if stream.personal)
+    forget.add_argument("stream", help=f"A stream with personal data: {personal}.")
+    forget.add_argument("keys", nargs="+", metavar="KEY", help="The records' keys.")
+    forget.add_argument("--reason", default=None, help="Why (kept in the audit log).")
+    forget.add_argument(
+        "--suppress",
+        action="store_true",
+        help="Erase even a record the upstream still serves, and keep it out of every later "
+        "sync until --lift.",
+    )
+    forget.add_argument(
+        "--lift", action="store_true", help="Lift the suppression: the next sync brings it back."
+    )
+    forget.add_argument(
+        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
+    )
+    forget.set_defaults(run=_forget)
 
     diff = sub.add_parser(
         "diff", help="What changed in the streams between two instants (or snapshot versions)."
@@ -426,6 +449,15 @@ def _changes(options: argparse.Namespace) -> int:
     return run_changes(
         options.stream, options.since, options.limit, load(HomeSettings).snapshots_dir
     )
+
+
+def _forget(options: argparse.Namespace) -> int:
+    from pipelines.forget_command import run_forget
+
+    return run_forget(
+        options.stream, options.keys, options.reason, suppress=options.suppress,
+        lift=options.lift, verbose=options.verbose,
+    )  # fmt: skip
 
 
 def _diff(options: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.erasure import forget_job
 from assets.notifications import PUBLISH_ASSETS
 from assets.product_images import IMAGE_JOB
 from ductwork.settings import RunSettings, load
@@ -86,4 +87,4 @@ SCHEDULES = [
         description="Nightly product-image mirror.", default_status=SCHEDULE_STATUS,
     ),
 ]  # fmt: skip
-JOBS = [sync_all_job, reconcile_job, *CADENCE_JOBS.values(), pim_image_sync_job]
+JOBS = [sync_all_job, reconcile_job, *CADENCE_JOBS.values(), pim_image_sync_job, forget_job]

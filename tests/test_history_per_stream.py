@@ -107,7 +107,7 @@ def test_a_horizon_only_moves_forward_and_goes_once_the_whole_history_passes_it(
 def test_only_streams_of_personal_data_may_be_kept_shorter_and_each_has_its_setting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    personal = {stream.name for stream in STREAMS if stream.personal_data}
+    personal = {stream.name for stream in STREAMS if stream.personal}
     assert personal == {"leads", "contractors"}
     settings = {
         name.removeprefix("history_days_")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,6 +42,12 @@ RUN_TIME_COLUMNS = frozenset({"synced_at"})
 SINCE_SUFFIX = "__since"
 # Shared tables of the history schema (the rest are one pair per stream table).
 SHARED = ("publishes", "mirror", "feed_state", "feed_log", "horizons")
+
+
+# Run inside a publish's transaction once the warehouse's history is the current snapshot's
+# and the publish's sequence number is known: ``ductwork forget`` erases keys there
+# (``ductwork.erasure.warehouse``), so a history brought back from that snapshot loses them too.
+Erase = Callable[[duckdb.DuckDBPyConnection, int], None]
 
 
 @dataclass(frozen=True)
@@ -79,13 +85,16 @@ def record_publish(
     keep: timedelta,
     unchanged: Collection[str] = (),
     stream_keep: Mapping[str, timedelta] | None = None,
+    erase: Erase | None = None,
 ) -> Recorded:
     """Record a publish of ``version`` (the warehouse as ``con`` holds it) against ``live``,
     the current snapshot's file (None before the first publish), in one transaction.
 
     ``unchanged`` names the tables whose content is known to be the current snapshot's: their
     rows are not compared again, nor the records of a stream whose feed reads only them.
-    ``stream_keep`` names the streams whose history is kept shorter than ``keep``, and how long."""
+    ``stream_keep`` names the streams whose history is kept shorter than ``keep``, and how long.
+    ``erase``, when given, runs in the transaction before any row is compared (see ``Erase``).
+    """
     if live is not None:
         con.execute(f"ATTACH ? AS {PREVIOUS} (READ_ONLY)", [str(live)])
     try:
@@ -95,6 +104,8 @@ def record_publish(
             _unkey_feed_state(con)
             seq = _next_seq(con)
             _ensure_mirror_id(con)
+            if erase is not None:
+                erase(con, seq)
             columns = _columns_by_table(con)
             previous = _main_tables(con, PREVIOUS) if live is not None else set()
             # A table never versioned before (newly kept) is compared even when unchanged: its

@@ -108,7 +108,6 @@ LEADS = Stream(
     key="Id",
     path=paths.LEADS,
     description="CRM leads: the list items, and each lead's details.",
-    personal_data=True,
     cadence=EVERY_15_MINUTES,
     shape=LEAD_DETAIL_RECORD,
     steps=(
@@ -135,4 +134,5 @@ LEADS = Stream(
         ),
     ),
     serving=Serving.CURSOR_LIST,
+    personal_key="id",
 )

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import duckdb
+
 from ductwork.contract import paths
 from ductwork.contract.encoding import dumps, format_datetime, loads
 from ductwork.contract.paths import Family
@@ -22,6 +24,7 @@ from ductwork.warehouse.loading import (
     text_or_none,
     timestamp_or_none,
 )
+from warehouse_sql import section
 
 CONTRACTORS_PATH = f"{paths.INTERNAL_PREFIX}/accounts/contractors"
 INDOOR_MODELS_PATH = f"{paths.INTERNAL_PREFIX}/products/indoor-models"
@@ -108,6 +111,42 @@ def parse_contractors(document: Any) -> tuple[list[Record], str | None]:
     return [item for item in parsed if isinstance(item, dict) and "contractorId" in item], None
 
 
+def contractors_answer_without(body: bytes | str, keys: set[str]) -> bytes | None:
+    """A contractors answer without the contractors of ``keys`` in its ``data`` text (None
+    when it holds none of them, or cannot be read as such)."""
+    try:
+        document = loads(body)
+        data = document.get("data") if isinstance(document, dict) else None
+        contractors = loads(data) if isinstance(data, str) else None
+    except ValueError:
+        return None
+    if not isinstance(contractors, list):
+        return None
+    kept = [
+        item for item in contractors
+        if not (isinstance(item, dict) and str(item.get("contractorId")) in keys)
+    ]  # fmt: skip
+    if len(kept) == len(contractors):
+        return None
+    document["data"] = dumps(kept).decode()
+    return dumps(document)
+
+
+def without_suppressed(
+    con: duckdb.DuckDBPyConnection, body: bytes, contractors: list[Record]
+) -> tuple[bytes, list[Record]]:
+    """The contractors answer without the contractors ``ductwork forget --suppress`` keeps
+    out (``warehouse_sql/erasure.sql``)."""
+    ids = [str(contractor["contractorId"]) for contractor in contractors]
+    params = {"stream": "contractors", "keys": ids}
+    rows = con.execute(section("erasure", "suppressed"), params).fetchall()
+    suppressed = {row[0] for row in rows}
+    if not suppressed:
+        return body, contractors
+    kept = [c for c in contractors if str(c["contractorId"]) not in suppressed]
+    return contractors_answer_without(body, suppressed) or body, kept
+
+
 def contractor_tables(
     body: bytes, contractors: list[Record], problem: str | None
 ) -> list[Replacement]:
@@ -166,7 +205,6 @@ CONTRACTORS = Stream(
     key="contractorId",
     path=CONTRACTORS_PATH,
     description="Contractors with their reviews.",
-    personal_data=True,
     cadence=NIGHTLY,
     shape=CONTRACTOR_RECORD,
     steps=(
@@ -183,6 +221,7 @@ CONTRACTORS = Stream(
                 CONTRACTOR_RECORD,
                 parse=parse_contractors,
                 facts=lambda con: {"reviews": count_rows(con, REVIEWS)},
+                suppress=without_suppressed,
             ),
             table=CONTRACTOR_TABLE,
         ),
@@ -190,6 +229,7 @@ CONTRACTORS = Stream(
     serving=Serving.DOCUMENT,
     records_in_text=True,
     extra_tables=(CONTRACTORS_RAW, REVIEWS),
+    personal_key="contractor_id",
 )
 
 INDOOR_MODELS = Stream(

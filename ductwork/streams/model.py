@@ -137,6 +137,11 @@ class Stream:
     it; ``serves_below`` a prefix of further paths it answers (the catalog's unit lists and
     lookups), unless a stream's own path names them; ``sql`` the file in
     ``warehouse_sql/streams`` with its tables, comments, views and statements.
+
+    ``personal_key`` marks a stream whose records hold personal data: the column that names a
+    record's key (the feed's ``key``) in its tables, by which ``ductwork forget`` erases a
+    record (``ductwork.erasure``); None for a stream without personal data. Only such a stream
+    may keep its history shorter than the others (``DUCTWORK_HISTORY_DAYS_<STREAM>``).
     """
 
     name: str
@@ -152,10 +157,14 @@ class Stream:
     extra_tables: tuple[Table, ...] = ()
     open_access: bool = False  # served without a key (the spec declares no Authorization)
     records_in_text: bool = False  # the answer's ``data`` holds the records as a JSON text
-    # Records about people (names, emails, phones): such a stream may keep its history shorter
-    # than the others (``DUCTWORK_HISTORY_DAYS_<STREAM>``), and its records may be erased.
-    personal_data: bool = False
     serves_below: str | None = None
+    personal_key: str | None = None
+
+    @property
+    def personal(self) -> bool:
+        """Whether its records hold personal data (names, emails, phones): ``ductwork forget``
+        erases them, and their history may be kept shorter."""
+        return self.personal_key is not None
 
     @property
     def sql(self) -> str:

@@ -79,3 +79,8 @@ def served_as(serving: Serving) -> list[Stream]:
 def numbered_lists() -> dict[str, str]:
     """Every large list's numbered table, with the base table its positions point into."""
     return dict(found for stream in STREAMS if (found := stream.numbered_list) is not None)
+
+
+def personal_streams() -> list[Stream]:
+    """The streams whose records hold personal data, which ``ductwork forget`` erases."""
+    return [stream for stream in STREAMS if stream.personal]

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
+
 from ductwork.streams.model import Step, Table
 from ductwork.sync.context import StepResult, SyncContext, fetch
 from ductwork.upstream.list_reader import bodies_digest
@@ -27,6 +29,8 @@ from ductwork.warehouse.loading import (
 Parse = Callable[[Any], tuple[list[Record], str | None]]
 # The replacements that store an answer: its raw body, its records, why they could not be read.
 Write = Callable[[bytes, list[Record], str | None], list[Replacement]]
+# An answer without the records ``ductwork forget --suppress`` keeps out: its body and records.
+Suppress = Callable[[duckdb.DuckDBPyConnection, bytes, list[Record]], tuple[bytes, list[Record]]]
 
 
 def one_row_each(table: Table, columns: Columns, row: RowOf) -> Write:
@@ -63,6 +67,7 @@ class Document:
     options: frozenset[str] = frozenset()
     resumable: bool = False
     guards: frozenset[str] = frozenset()
+    suppress: Suppress | None = None  # a stream with personal data: its suppressed records
 
     def sync(self, steps: Sequence[Step], context: SyncContext) -> Iterator[StepResult]:
         """Mirror the answer of each step."""
@@ -75,6 +80,9 @@ class Document:
         )
         body = fetched.value.body
         records, problem = self.parse(fetched.value.json())
+        if self.suppress is not None:
+            # Before the digest: lifting a suppression then changes what is stored.
+            body, records = self.suppress(context.con, body, records)
         content = ListContent(step.asset, bodies_digest(body), len(records))
         unchanged = content.already_stored(context.con, step.table)
         if not unchanged:

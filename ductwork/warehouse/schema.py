@@ -16,8 +16,14 @@ def _stream_files() -> list[str]:
 
 
 def schema_sql() -> str:
-    """Every table of the warehouse: the shared bookkeeping, then each stream's tables."""
-    return "\n".join(part for part in table_sql() if part)
+    """Every table of the warehouse: the shared bookkeeping, then each stream's tables, then
+    the erasures' suppressions (kept in the working warehouse only: see ``WAREHOUSE_ONLY``)."""
+    return "\n".join(part for part in [*table_sql(), section("erasure", "tables")] if part)
+
+
+# The schemas of the working warehouse that no snapshot carries: the suppressed keys of
+# ``ductwork forget`` (``warehouse_sql/erasure.sql``).
+WAREHOUSE_ONLY = ("erasure",)
 
 
 def snapshot_sql() -> str:
@@ -52,6 +58,8 @@ def add_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprin
     """
     con.execute("BEGIN TRANSACTION")
     try:
+        for schema in WAREHOUSE_ONLY:
+            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         con.execute(snapshot_sql())
         con.execute(read_sql("snapshot_info"), [version, fingerprint])
         con.execute(read_sql("snapshot_info_comments"))

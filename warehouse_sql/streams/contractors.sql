@@ -67,3 +67,19 @@ SELECT body FROM contractors_raw ORDER BY synced_at DESC LIMIT 1;
 -- '...'))`.
 CREATE OR REPLACE MACRO contractors_as_of(v) AS TABLE
 SELECT contractor_id AS key, record FROM contractors_at(v);
+
+-- name: erase
+-- `ductwork forget`: the contractors of `erased_keys` (by `key`) and their reviews leave the
+-- parsed tables; the verbatim answers (`contractors_raw`) are rewritten without them by
+-- `ductwork.erasure.warehouse`, and the history schema's versions and the feed beside it.
+DELETE FROM contractor_reviews WHERE contractor_id IN (SELECT key FROM erased_keys);
+
+DELETE FROM contractors WHERE contractor_id IN (SELECT key FROM erased_keys);
+
+-- name: erase_counts
+-- The rows of the contractors of `erased_keys` in the parsed tables, by table.
+SELECT 'contractor_reviews', count(*) FROM contractor_reviews
+WHERE contractor_id IN (SELECT key FROM erased_keys)
+UNION ALL
+SELECT 'contractors', count(*) FROM contractors
+WHERE contractor_id IN (SELECT key FROM erased_keys);

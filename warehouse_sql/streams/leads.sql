@@ -248,7 +248,11 @@ LEFT JOIN lead_details AS d ON d.id = i.id
 WHERE (l.id IS NULL OR l.record::VARCHAR <> i.record OR d.id IS NULL)
   -- NOT EXISTS, not NOT IN: the same ids (the queue holds no NULL), without NOT IN's NULL
   -- bookkeeping over the whole queue.
-  AND NOT EXISTS (SELECT 1 FROM lead_detail_queue AS q WHERE q.id = i.id);
+  AND NOT EXISTS (SELECT 1 FROM lead_detail_queue AS q WHERE q.id = i.id)
+  -- A suppressed lead (`ductwork forget --suppress`) is never queued again.
+  AND NOT EXISTS (
+      SELECT 1 FROM erasure.suppressions AS s WHERE s.stream = 'leads' AND s.key = i.id
+  );
 
 -- name: differing
 -- The leads of an incoming batch (registered as `incoming_rows`) that are new or whose list
@@ -261,7 +265,11 @@ LEFT JOIN (
     SELECT id, record FROM leads
     WHERE created_at BETWEEN $lo AND $hi OR created_at IS NULL
 ) AS l ON l.id = i.id
-WHERE l.id IS NULL OR l.record::VARCHAR <> i.record;
+WHERE (l.id IS NULL OR l.record::VARCHAR <> i.record)
+  -- A suppressed lead (`ductwork forget --suppress`) never lands again.
+  AND NOT EXISTS (
+      SELECT 1 FROM erasure.suppressions AS s WHERE s.stream = 'leads' AND s.key = i.id
+  );
 
 -- name: upsert
 -- Upsert a batch of lead list items (registered as `incoming_rows`, one row per id). Deleted and
@@ -356,7 +364,12 @@ RESET VARIABLE lead_batch;
 -- the next checkpoint wrote the whole `record` column back.
 DELETE FROM lead_details WHERE id IN (SELECT id FROM incoming_rows);
 
-INSERT INTO lead_details BY NAME SELECT * FROM incoming_rows;
+-- A suppressed lead's details (fetched though it was suppressed meanwhile) never land.
+INSERT INTO lead_details BY NAME
+SELECT * FROM incoming_rows AS i
+WHERE NOT EXISTS (
+    SELECT 1 FROM erasure.suppressions AS s WHERE s.stream = 'leads' AND s.key = i.id
+);
 
 -- name: stored_with_details
 -- The stored record of each lead in the list parameter of ids that also has its details: what a
@@ -390,6 +403,29 @@ DELETE FROM lead_detail_queue WHERE id IN (SELECT id FROM gone_ids);
 DELETE FROM lead_details WHERE id IN (SELECT id FROM gone_ids);
 
 DELETE FROM leads WHERE id IN (SELECT id FROM gone_ids);
+
+-- name: erase
+-- `ductwork forget`: the leads of `erased_keys` (by `key`) leave every table of the stream in
+-- `main`: the list, the details, the detail queue and the lead history (every version). The
+-- history schema's versions and the feed are erased beside it (`ductwork.erasure.warehouse`).
+DELETE FROM lead_history WHERE id IN (SELECT key FROM erased_keys);
+
+DELETE FROM lead_detail_queue WHERE id IN (SELECT key FROM erased_keys);
+
+DELETE FROM lead_details WHERE id IN (SELECT key FROM erased_keys);
+
+DELETE FROM leads WHERE id IN (SELECT key FROM erased_keys);
+
+-- name: erase_counts
+-- The rows of the leads of `erased_keys` in the stream's tables in `main`, by table.
+SELECT 'lead_history', count(*) FROM lead_history WHERE id IN (SELECT key FROM erased_keys)
+UNION ALL
+SELECT 'lead_detail_queue', count(*) FROM lead_detail_queue
+WHERE id IN (SELECT key FROM erased_keys)
+UNION ALL
+SELECT 'lead_details', count(*) FROM lead_details WHERE id IN (SELECT key FROM erased_keys)
+UNION ALL
+SELECT 'leads', count(*) FROM leads WHERE id IN (SELECT key FROM erased_keys);
 
 -- name: funnel
 -- Leads by current status, largest first: the lead funnel of the report.
