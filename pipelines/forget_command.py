@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ductwork.erasure import audit
+from ductwork.erasure.exports import exports_holding
 from ductwork.erasure.forget import Request, lift_suppression, pending_for, write_pending
 from ductwork.settings import HomeSettings, UpstreamSettings, load
 from ductwork.streams.registry import STREAMS
@@ -95,6 +96,14 @@ def run_forget(
     if suppress:
         print(f"suppressed: later syncs skip these records until `ductwork forget --lift "
               f"{stream.name} KEY`")  # fmt: skip
+    held = exports_holding(home, stream.name, keys)
+    if held:
+        print(
+            f"{len(held)} export(s) written by `ductwork export` still hold some of these "
+            "records; the mirror cannot erase copies outside it: remove or rewrite them"
+        )
+        for folder in held:
+            print(f"  {folder}")
     return 0
 
 

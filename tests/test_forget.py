@@ -35,8 +35,8 @@ from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import get_json
 from tests.helpers.cli import ductwork, sync_env
-from tests.helpers.sync import api_over, mutate
-from tests.test_lead_deletions import delete_upstream, feed_walk, listed_leads
+from tests.helpers.feed import walk_feed
+from tests.helpers.sync import api_over, delete_upstream, listed_leads, mutate
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -77,7 +77,7 @@ def mirrored(
 def token_now(mirrored: Mirrored) -> str:
     """A feed token naming the data folder's current snapshot."""
     with api_over(mirrored.home, mirrored.key) as api:
-        return feed_walk(api.url, mirrored.key, None)[1]
+        return walk_feed(api.url, mirrored.key, "leads", None, limit=10_000)[1]
 
 
 def served_detail(mirrored: Mirrored, lead_id: str) -> int:
@@ -185,7 +185,7 @@ def test_a_lead_changed_twice_and_deleted_upstream_is_forgotten_everywhere(
     assert lead_versions(mirrored.home, lead_id) == 0
     assert served_detail(mirrored, lead_id) == 404
     with api_over(mirrored.home, mirrored.key) as api:
-        changes, _ = feed_walk(api.url, mirrored.key, before_it)
+        changes, _ = walk_feed(api.url, mirrored.key, "leads", before_it, limit=10_000)
     mine = [(change["op"], change["record"]) for change in changes if change["key"] == lead_id]
     assert mine == [("delete", None)]
     audit = (mirrored.home / AUDIT_LOG).read_text(encoding="utf-8")
@@ -307,7 +307,7 @@ def test_a_forget_stopped_after_its_warehouse_erasure_is_published_erased_and_fi
     assert not (mirrored.home / "erasure-pending.json").exists()
     assert served_detail(mirrored, lead_id) == 404
     with api_over(mirrored.home, mirrored.key) as api:
-        changes, _ = feed_walk(api.url, mirrored.key, before_it)
+        changes, _ = walk_feed(api.url, mirrored.key, "leads", before_it, limit=10_000)
     mine = [(change["op"], change["record"]) for change in changes if change["key"] == lead_id]
     assert mine == [("delete", None)]
     lines = (mirrored.home / AUDIT_LOG).read_text(encoding="utf-8").splitlines()

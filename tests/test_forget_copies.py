@@ -1,17 +1,19 @@
-"""``ductwork forget``'s second step, ``erase_copies``: once the warehouse no longer holds a
-lead and a snapshot without it is published, no other copy of it is left, on disk, in the
-object store, on a replica or in a running server's answers of the past.
+"""``ductwork forget`` leaves no copy of a forgotten lead's person: once it ran, no snapshot,
+change file, rebuild of the past, object of the store or replica holds the lead's email or
+phone, and no running server answers its past (``erase_copies``, the command's second step,
+refuses while the current snapshot still holds the lead).
 
 The data folder is built as users build it: ``ductwork sync`` as a process against the sandbox,
 publishing to an object store (moto's S3 server) that a replica folder follows; a lead created,
 changed twice and deleted upstream, with a sync each time, so that several snapshots, their
-change files and the history hold its versions. The warehouse's erasure (``ductwork forget``'s
-first step) is stood in for by a small SQL helper here, followed by a publish through
-``ductwork sync``.
+change files and the history hold its versions; then ``ductwork forget`` as a process. Its key
+stays where the feed must tell consumers it went (a ``delete``): what is searched for is what
+identifies the person.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ import httpx
 import pytest
 
 from ductwork import snapshots
+from ductwork.erasure.audit import audit_path
 from ductwork.erasure.copies import StillHeld, erase_copies, holds
 from ductwork.erasure.local_files import PAST_FOLDER, read_marker, write_marker
 from ductwork.keys import KeyFile
@@ -35,7 +38,7 @@ from serve.gzip_cache import AnswerCache
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
-from tests.helpers.sync import mutate
+from tests.helpers.sync import delete_upstream, mutate
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -61,7 +64,7 @@ class Forgotten:
     store: SnapshotStore
     replica: Path
     lead: str
-    person: tuple[str, ...]  # the lead's email, phone and id
+    person: tuple[str, ...]  # the lead's email and phone
     other: str  # a lead changed as often, not forgotten
     versions: list[str]  # every publish before the erasure, oldest first
 
@@ -79,8 +82,8 @@ def synced(forgotten: Forgotten, *args: str) -> None:
 
 def unique_person(snapshot: Path, candidates: set[str]) -> tuple[str, tuple[str, ...]]:
     """A lead of ``candidates`` whose email and phone no other lead shares, and what is
-    searched for to find any copy of it: its email, its phone and its id. (Not its name: the
-    sandbox gives its leads some eighty names, each shared by many.)"""
+    searched for to find any copy of it: its email and its phone. (Not its name: the sandbox
+    gives its leads some eighty names, each shared by many.)"""
     with duckdb.connect(str(snapshot), read_only=True) as con:
         rows = con.execute(
             "SELECT id, email, phone FROM lead_details d WHERE list_contains(?, id) "
@@ -90,7 +93,7 @@ def unique_person(snapshot: Path, candidates: set[str]) -> tuple[str, tuple[str,
             [sorted(candidates)],
         ).fetchall()
     assert len(rows) >= 2, "no two leads changed twice with details of their own"
-    return rows[0][0], (rows[0][1], rows[0][2], rows[0][0])
+    return rows[0][0], (rows[0][1], rows[0][2])
 
 
 @pytest.fixture(scope="module")
@@ -120,40 +123,22 @@ def forgotten(
         assert live is not None
         state.lead, state.person = unique_person(live.path, first & second)
         state.other = sorted((first & second) - {state.lead})[0]
-        answer = httpx.post(
-            f"{upstream.url}/_sandbox/delete",
-            json={"leads": [state.lead]},
-            headers={"Authorization": f"Bearer {upstream.api_key}"},
-            timeout=60,
-        )
-        answer.raise_for_status()
+        delete_upstream(upstream, state.lead)
         synced(state, *LEAD_STEPS)  # the window's re-read finds it gone
         yield state
 
 
-# Stands in for ``ductwork forget``'s warehouse step: every row and version of the lead, and
-# its changes, deleted from the warehouse (its tables, their versions and the feed's log and
-# state), so that the next publish holds none of it.
-ERASE_LEAD_FROM_WAREHOUSE = [
-    "DELETE FROM main.leads WHERE id = $key",
-    "DELETE FROM main.lead_details WHERE id = $key",
-    "DELETE FROM main.lead_history WHERE id = $key",
-    "DELETE FROM main.lead_detail_queue WHERE id = $key",
-    "DELETE FROM history.leads WHERE id = $key",
-    "DELETE FROM history.leads__since WHERE id = $key",
-    "DELETE FROM history.lead_details WHERE id = $key",
-    "DELETE FROM history.lead_details__since WHERE id = $key",
-    "DELETE FROM history.feed_log WHERE stream = 'leads' AND key = $key",
-    "DELETE FROM history.feed_state WHERE stream = 'leads' AND key = $key",
-]
-
-
-def erase_from_warehouse(forgotten: Forgotten) -> None:
-    """The warehouse's erasure, then a publish (``ductwork sync`` of the snapshot alone)."""
-    with duckdb.connect(str(HomeSettings(home=forgotten.home).warehouse_path)) as con:
-        for statement in ERASE_LEAD_FROM_WAREHOUSE:
-            con.execute(statement, {"key": forgotten.lead})
-    synced(forgotten, "--select", "serving_snapshot")
+def forget(forgotten: Forgotten) -> dict[str, int]:
+    """``ductwork forget`` of the lead as a process (it must succeed); the copies it removed,
+    as its audit log says."""
+    done = ductwork("forget", "leads", forgotten.lead, "--reason", "asked", env=forgotten.env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    fetch_current(forgotten.store, forgotten.replica)
+    live = snapshots.current(forgotten.home / "snapshots")
+    assert live is not None and live.version != forgotten.versions[-1]
+    forgotten.versions.append(live.version)
+    lines = audit_path(forgotten.home).read_text(encoding="utf-8").splitlines()
+    return json.loads(lines[-1])["copies_removed"]
 
 
 def duckdb_holds(path: Path, needles: tuple[str, ...]) -> list[str]:
@@ -248,7 +233,9 @@ def test_the_rebuilt_folder_names_match_the_servers() -> None:
         ("INSERT INTO contractors VALUES ('C-0042', 'A firm')", True),
         ("INSERT INTO history.contractor_reviews VALUES ('C-0042', 'R-1')", True),
         ("INSERT INTO contractors_raw VALUES ('{\"contractorId\": \"C-0042\"}')", True),
-        ("INSERT INTO history.feed_log VALUES ('contractors', 3, 'C-0042', true)", True),
+        ("INSERT INTO history.feed_log VALUES ('contractors', 3, 'C-0042', false)", True),
+        # A logged deletion names the key alone: the erasure logs one for the feed to tell.
+        ("INSERT INTO history.feed_log VALUES ('contractors', 3, 'C-0042', true)", False),
         ("INSERT INTO history.feed_state VALUES ('contractors', 'C-0042', 1, 3)", True),
         ("INSERT INTO contractors VALUES ('C-0043', 'C-0042 named in a text')", False),
         ("INSERT INTO history.feed_log VALUES ('leads', 3, 'C-0042', true)", False),
@@ -323,13 +310,7 @@ def test_every_copy_of_a_forgotten_lead_is_removed(forgotten: Forgotten, tmp_pat
             before[version] = (listed, other.json())
         held = [v for v in earlier if 200 in lead_answers(api, forgotten.key, v, forgotten.lead)]
         assert held == earlier[:-1]  # served until deleted upstream
-        erase_from_warehouse(forgotten)
-        # The new publish's change file carries the last publish's entries on, the lead's too.
-        changes_now = folder / snapshots.change_file_name(forgotten.versions[-1], "leads")
-        assert forgotten.lead.encode() in changes_now.read_bytes()
-        counts = erase_copies(
-            HomeSettings(home=forgotten.home), "leads", [forgotten.lead], forgotten.store
-        )
+        counts = forget(forgotten)
         assert counts["snapshot_files"] == len(earlier)
         assert counts["store_objects"] == 2 * len(earlier)  # each file and its checksum
         assert folder_holds(folder, forgotten.person) == []

@@ -41,7 +41,7 @@ from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import both_keys, compare_all, walk_requests
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.feed import walk_feed
-from tests.helpers.sync import api_over, mutate
+from tests.helpers.sync import api_over, delete_upstream, listed_leads, mutate
 
 # Each test runs two or three syncs of the lead steps; the module's fixture two more.
 pytestmark = pytest.mark.timeout(900)
@@ -84,20 +84,6 @@ def mirrored(
         yield mirrored
 
 
-def listed_leads(base_url: str, key: str, fields: str | None = None) -> list[dict]:
-    """A server's whole lead list (the upstream's or the read API's), in its order."""
-    leads: list[dict] = []
-    query: dict[str, str | int] = {"count": 1000} | ({"fields": fields} if fields else {})
-    while True:
-        page = httpx.get(
-            base_url + LEADS, params=query, headers={"Authorization": f"Bearer {key}"}, timeout=60
-        ).json()["data"]
-        leads += page
-        if len(page) < 1000:
-            return leads
-        query = {**query, "cursorCreatedDate": page[-1]["CreatedDate"], "cursorId": page[-1]["Id"]}
-
-
 def upstream_leads(upstream: SandboxHandle) -> list[dict]:
     """The upstream's whole lead list, in its order."""
     return listed_leads(upstream.url, upstream.api_key)
@@ -114,18 +100,6 @@ def caught_up_token(mirrored: Mirrored) -> str:
     """A feed token naming the data folder's current snapshot."""
     with api_over(mirrored.home, mirrored.key) as api:
         return walk_feed(api.url, mirrored.key, "leads", None, limit=10_000)[1]
-
-
-def delete_upstream(upstream: SandboxHandle, lead_id: str) -> None:
-    """Delete one lead through the sandbox's admin API."""
-    answer = httpx.post(
-        f"{upstream.url}/_sandbox/delete",
-        json={"leads": [lead_id]},
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-        timeout=60,
-    )
-    answer.raise_for_status()
-    assert answer.json() == {"leads": [lead_id]}
 
 
 def served_lead_ids(mirrored: Mirrored) -> list[str]:

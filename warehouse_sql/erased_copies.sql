@@ -40,6 +40,10 @@ WHERE database_name = current_database()
   AND table_name IN ('feed_log', 'feed_state');
 
 -- name: feed_holds_key
--- The changes feed's log and state name a record by its stream and key.
-SELECT EXISTS (SELECT 1 FROM history.feed_log WHERE stream = ? AND list_contains(?, key))
+-- The changes feed's log and state name a record by its stream and key. A logged deletion
+-- is left out: the erasure itself logs one, so that a walk from an earlier token tells the
+-- consumer to erase the key too, and it names the key alone.
+SELECT EXISTS (
+        SELECT 1 FROM history.feed_log WHERE stream = ? AND list_contains(?, key) AND NOT deleted
+    )
     OR EXISTS (SELECT 1 FROM history.feed_state WHERE stream = ? AND list_contains(?, key));

@@ -16,7 +16,6 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -154,9 +153,11 @@ def carry_out(
     keys = list(request.keys)
     in_publish: dict[str, int] = {}
     removed = erase_rows(con, stream, keys, request.suppress)
-    keep = timedelta(days=load(HistorySettings).history_days)
+    history = load(HistorySettings)
     erase = erase_in_publish(stream, keys, in_publish)
-    published = snapshots.publish(con, home.snapshots_dir, keep, erase=erase)
+    published = snapshots.publish(
+        con, home.snapshots_dir, history.keep(), history.stream_keeps(), erase=erase
+    )
     snapshots.prune(home.snapshots_dir)
     (store or (lambda snapshot: _publish_to_store(home, snapshot)))(published.snapshot)
     for table, count in in_publish.items():

@@ -13,6 +13,7 @@ import duckdb
 import httpx
 
 from ductwork import snapshot_guard, snapshots
+from ductwork.contract.paths import LEADS
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
@@ -65,6 +66,32 @@ def mutate(upstream: SandboxHandle, **counts: int) -> dict:
     )
     answer.raise_for_status()
     return answer.json()
+
+
+def delete_upstream(upstream: SandboxHandle, lead_id: str) -> None:
+    """Delete one lead upstream, through the sandbox's admin API."""
+    answer = httpx.post(
+        f"{upstream.url}/_sandbox/delete",
+        json={"leads": [lead_id]},
+        headers={"Authorization": f"Bearer {upstream.api_key}"},
+        timeout=60,
+    )
+    answer.raise_for_status()
+    assert answer.json() == {"leads": [lead_id]}
+
+
+def listed_leads(base_url: str, key: str, fields: str | None = None) -> list[dict]:
+    """A server's whole lead list (the upstream's or the read API's), in its order."""
+    leads: list[dict] = []
+    query: dict[str, str | int] = {"count": 1000} | ({"fields": fields} if fields else {})
+    while True:
+        page = httpx.get(
+            base_url + LEADS, params=query, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        ).json()["data"]
+        leads += page
+        if len(page) < 1000:
+            return leads
+        query = {**query, "cursorCreatedDate": page[-1]["CreatedDate"], "cursorId": page[-1]["Id"]}
 
 
 def published_snapshot_is_whole(home: Path) -> None:
