@@ -7,13 +7,19 @@ phone or name (searched with DuckDB in every text column of every table), its lo
 a feed walk from a token taken before its first version shows it once, as a delete, and the
 audit log names its keyed hash, never the key. A stream without personal data is refused in
 one line. A lead the upstream still serves is refused without ``--suppress``, kept out through
-a full refresh with it, and back after ``--lift`` and a sync.
+a full refresh with it, and back after ``--lift`` and a sync. A ``forget`` killed at any of
+three points leaves the old snapshot or the erased one current, and finishes when run again.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +32,7 @@ from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import LEADS
 from ductwork.erasure.audit import AUDIT_LOG
 from ductwork.erasure.forget import Request, write_pending
+from ductwork.erasure.local_files import read_marker
 from ductwork.erasure.warehouse import erase_rows
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
@@ -34,7 +41,7 @@ from ductwork.streams.internal import CONTRACTORS_PATH
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import get_json
-from tests.helpers.cli import ductwork, sync_env
+from tests.helpers.cli import ROOT, ductwork, sync_env
 from tests.helpers.feed import walk_feed
 from tests.helpers.sync import api_over, delete_upstream, listed_leads, mutate
 
@@ -312,3 +319,97 @@ def test_a_forget_stopped_after_its_warehouse_erasure_is_published_erased_and_fi
     assert mine == [("delete", None)]
     lines = (mirrored.home / AUDIT_LOG).read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["erasure"] for line in lines].count(request.erasure_id) == 1
+
+
+def person_of_its_own(mirrored: Mirrored, index: int) -> tuple[str, str]:
+    """The ``index``-th lead (by id) of the current snapshot whose email no other lead shares:
+    its id and email, which then finds its copies alone."""
+    current = snapshots.current(HomeSettings(home=mirrored.home).snapshots_dir)
+    assert current is not None
+    with duckdb.connect(str(current.path), read_only=True) as con:
+        rows = con.execute(
+            "SELECT id, email FROM lead_details WHERE email IS NOT NULL "
+            "QUALIFY count(*) OVER (PARTITION BY email) = 1 ORDER BY id"
+        ).fetchall()
+    return str(rows[index][0]), str(rows[index][1])
+
+
+def killed_at(mirrored: Mirrored, point: Callable[[], bool], *args: str) -> bool:
+    """``ductwork ARGS`` as a process, killed whole (SIGKILL to its session) as soon as
+    ``point`` holds; whether it was killed (False: it finished first)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=ROOT, env=mirrored.env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + KILL_WITHIN_S
+    try:
+        while process.poll() is None:
+            if point():
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                return True
+            assert time.monotonic() < deadline, "the kill point never came"
+            time.sleep(0.002)  # a poll interval: what is asserted holds whenever the kill lands
+        return False
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def published_whole(mirrored: Mirrored, lead_id: str, email: str) -> bool:
+    """Whether the current snapshot is the one before the erasure (True: it holds the lead)
+    or the erased one (False: no text of it holds the email); never anything between."""
+    current = snapshots.current(HomeSettings(home=mirrored.home).snapshots_dir)
+    assert current is not None
+    with duckdb.connect(str(current.path), read_only=True) as con:
+        listed = con.execute("SELECT count(*) FROM lead_details WHERE id = ?", [lead_id])
+        held = listed.fetchall()[0][0] == 1
+    assert held or rows_holding(current.path, email) == [], "a snapshot half erased"
+    return held
+
+
+KILL_WITHIN_S = 300.0
+KILL_POINTS = ("request written", "snapshot published", "copies removed")
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_forget_killed_at_any_point_leaves_the_old_state_or_the_erased_one_and_finishes_again(
+    mirrored: Mirrored, point: str
+) -> None:
+    """``ductwork forget`` killed (SIGKILL to its whole session, as the crash tests kill a
+    sync) once its request is written, once its snapshot is current, once the older copies
+    went: the published snapshot is then the old one or the erased one, and the same command
+    run again finishes the erasure, logged once."""
+    lead_id, email = person_of_its_own(mirrored, 100 + 10 * KILL_POINTS.index(point))
+    folder = HomeSettings(home=mirrored.home).snapshots_dir
+    before = snapshots.current(folder)
+    marker = read_marker(folder)
+    assert before is not None
+    points: dict[str, Callable[[], bool]] = {
+        "request written": lambda: (mirrored.home / "erasure-pending.json").exists(),
+        "snapshot published": lambda: (
+            getattr(snapshots.current(folder), "version", None) != before.version
+        ),
+        "copies removed": lambda: read_marker(folder) != marker,
+    }
+    audit = mirrored.home / AUDIT_LOG
+    logged = len(audit.read_text(encoding="utf-8").splitlines()) if audit.exists() else 0
+    command = ("forget", "leads", lead_id, "--reason", "asked", "--suppress")
+
+    assert killed_at(mirrored, points[point], *command), "it ended before the kill point"
+
+    still_held = published_whole(mirrored, lead_id, email)
+    if point != "request written":
+        assert not still_held  # killed after its publish: the erased snapshot is current
+    if point != "copies removed":  # (after it, only the audit line and the pending file's end)
+        assert (mirrored.home / "erasure-pending.json").exists()  # the work left to finish
+    run(mirrored, *command)
+    assert not (mirrored.home / "erasure-pending.json").exists()
+    assert not published_whole(mirrored, lead_id, email)
+    assert served_detail(mirrored, lead_id) == 404
+    lines = audit.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == logged + 1  # the erasure logged once, killed or not
+    for path in folder.glob(f"{snapshots.PREFIX}*{snapshots.SUFFIX}"):
+        assert rows_holding(path, email) == [], path.name
