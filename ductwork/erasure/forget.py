@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes, snapshots, sync_times
-from ductwork.erasure import audit, copies
+from ductwork.erasure import audit
 from ductwork.erasure.warehouse import erase_in_publish, erase_rows, lift
 from ductwork.history.recording import Erase
 from ductwork.settings import (
@@ -162,7 +162,11 @@ def carry_out(
     (store or (lambda snapshot: _publish_to_store(home, snapshot)))(published.snapshot)
     for table, count in in_publish.items():
         removed[table] = removed.get(table, 0) + count
-    removed_copies = copies.erase_copies(home, stream.name, keys)
+    # Imported here: it reads the object store (boto3) and change files (Arrow), which a sync
+    # that imports this module for its publish's pending erasure never needs.
+    from ductwork.erasure.copies import erase_copies
+
+    removed_copies = erase_copies(home, stream.name, keys)
     hashes = audit.keyed_hashes(home.home, keys)
     if not audit.logged(home.home, request.erasure_id):
         line = audit.entry(
