@@ -44,6 +44,7 @@ from tests.helpers.api import get_json
 from tests.helpers.cli import ROOT, ductwork, sync_env
 from tests.helpers.feed import walk_feed
 from tests.helpers.sync import api_over, delete_upstream, listed_leads, mutate
+from tests.helpers.text_search import text_hits
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -112,26 +113,8 @@ def current_change_file(mirrored: Mirrored) -> bytes:
 
 
 def rows_holding(database: Path, text: str) -> list[tuple[str, str, int]]:
-    """Every (table, column, rows) of a DuckDB file whose text column holds ``text``: every
-    VARCHAR and JSON column of every table of every schema, searched by DuckDB itself."""
-    found = []
-    with duckdb.connect(str(database), read_only=True) as con:
-        columns = con.execute(
-            "SELECT schema_name, table_name, column_name FROM duckdb_columns() "
-            "WHERE database_name = current_database() AND NOT internal "
-            "AND data_type IN ('VARCHAR', 'JSON') "
-            "AND (schema_name, table_name) IN "
-            "(SELECT schema_name, table_name FROM duckdb_tables() "
-            " WHERE database_name = current_database())"
-        ).fetchall()
-        for schema, table, column in columns:
-            qualified = f'"{schema}"."{table}"'
-            count = con.execute(
-                f'SELECT count(*) FROM {qualified} WHERE contains("{column}"::VARCHAR, ?)', [text]
-            ).fetchall()[0][0]
-            if count:
-                found.append((f"{schema}.{table}", column, count))
-    return found
+    """Every (table, column, rows) of a DuckDB file whose text holds ``text``."""
+    return text_hits(database, (text,))
 
 
 def lead_versions(home: Path, lead_id: str) -> int:

@@ -39,6 +39,7 @@ from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
 from tests.helpers.sync import delete_upstream, mutate
+from tests.helpers.text_search import text_hits
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -142,24 +143,8 @@ def forget(forgotten: Forgotten) -> dict[str, int]:
 
 
 def duckdb_holds(path: Path, needles: tuple[str, ...]) -> list[str]:
-    """Where a DuckDB file holds any of ``needles``: every text column of every table, read
-    by DuckDB itself (the file's pages may be compressed)."""
-    found = []
-    with duckdb.connect(str(path), read_only=True) as con:
-        columns = con.execute(
-            "SELECT schema_name, table_name, column_name FROM duckdb_columns() "
-            "WHERE data_type IN ('VARCHAR', 'JSON') AND NOT internal "
-            "AND database_name = current_database()"
-        ).fetchall()
-        for schema, table, column in columns:
-            hits = con.execute(
-                f'SELECT count(*) FROM "{schema}"."{table}" AS t, unnest(?) AS n(needle) '
-                f'WHERE contains(CAST(t."{column}" AS VARCHAR), n.needle)',
-                [list(needles)],
-            ).fetchall()[0][0]
-            if hits:
-                found.append(f"{path.name}:{schema}.{table}.{column}")
-    return found
+    """Where a DuckDB file holds any of ``needles`` (``file:table.column``)."""
+    return [f"{path.name}:{table}.{column}" for table, column, _ in text_hits(path, needles)]
 
 
 def folder_holds(folder: Path, needles: tuple[str, ...]) -> list[str]:
