@@ -6,7 +6,9 @@ refuses while the current snapshot still holds the lead).
 The data folder is built as users build it: ``ductwork sync`` as a process against the sandbox,
 publishing to an object store (moto's S3 server) that a replica folder follows; a lead created,
 changed twice and deleted upstream, with a sync each time, so that several snapshots, their
-change files and the history hold its versions; then ``ductwork forget`` as a process. Its key
+change files and the history hold its versions; then ``ductwork forget`` as a process. After
+it, ``ductwork diff`` across the same publishes counts the same changes less the lead's, and
+once a reconciliation read every lead, the mirror answers the lead list as the upstream does. Its key
 stays where the feed must tell consumers it went (a ``delete``): what is searched for is what
 identifies the person.
 """
@@ -36,9 +38,10 @@ from serve import past_states
 from serve.erasures import Erasures
 from serve.gzip_cache import AnswerCache
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
+from tests.helpers.api import both_keys, compare_all, walk_requests
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import RunningApi, serving_process
-from tests.helpers.sync import delete_upstream, mutate
+from tests.helpers.sync import api_over, delete_upstream, mutate
 from tests.helpers.text_search import text_hits
 
 pytestmark = pytest.mark.timeout(900)
@@ -182,6 +185,16 @@ def store_holds(store: SnapshotStore, needles: tuple[str, ...], scratch: Path) -
     return found
 
 
+def lead_changes(forgotten: Forgotten, since: str, until: str) -> int:
+    """The leads added, changed and deleted between two publishes, as ``ductwork diff`` counts
+    them."""
+    done = ductwork("diff", "--from", since, "--to", until, "--stream", "leads", "--format",
+                    "json", env=forgotten.env)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [leads] = json.loads(done.stdout)["streams"]
+    return leads["added"] + leads["changed"] + leads["deleted"]
+
+
 def get(api: RunningApi, key: str, path: str, **query: object) -> httpx.Response:
     return httpx.get(
         api.url + path, params=query, headers={"Authorization": f"Bearer {key}"}, timeout=60
@@ -295,7 +308,11 @@ def test_every_copy_of_a_forgotten_lead_is_removed(forgotten: Forgotten, tmp_pat
             before[version] = (listed, other.json())
         held = [v for v in earlier if 200 in lead_answers(api, forgotten.key, v, forgotten.lead)]
         assert held == earlier[:-1]  # served until deleted upstream
+        diffed_before = lead_changes(forgotten, earlier[0], earlier[-2])
         counts = forget(forgotten)
+        # Everyone else's history is intact: across the same instants, the same changes less
+        # the forgotten lead's one.
+        assert lead_changes(forgotten, earlier[0], earlier[-2]) == diffed_before - 1
         assert counts["snapshot_files"] == len(earlier)
         assert counts["store_objects"] == 2 * len(earlier)  # each file and its checksum
         assert folder_holds(folder, forgotten.person) == []
@@ -318,6 +335,15 @@ def test_every_copy_of_a_forgotten_lead_is_removed(forgotten: Forgotten, tmp_pat
     assert {name for name in local if name.endswith(snapshots.SUFFIX)} <= named
     assert read_marker(forgotten.replica) == read_marker(folder)
     assert folder_holds(forgotten.replica, forgotten.person) == []
+    # The mirror still answers as the upstream once a reconciliation read every lead (the
+    # incremental syncs above re-read only the recent ones): every page of the lead list, and
+    # the forgotten lead's lookup, the upstream's 404.
+    synced(forgotten, "--reconcile", *LEAD_STEPS)
+    upstream = forgotten.upstream
+    requests = [*walk_requests(upstream, 1000), *walk_requests(upstream, 50),
+                (f"{LEADS}/{forgotten.lead}", {})]  # fmt: skip
+    with api_over(forgotten.home, forgotten.key) as served:
+        compare_all(upstream, served, requests, both_keys(upstream, served))
 
 
 def assert_answers_as_never_held(
