@@ -9,6 +9,7 @@ audit log names its keyed hash, never the key. A stream without personal data is
 one line. A lead the upstream still serves is refused without ``--suppress``, kept out through
 a full refresh with it, and back after ``--lift`` and a sync. A ``forget`` killed at any of
 three points leaves the old snapshot or the erased one current, and finishes when run again.
+The stream's subscribers are told, and their feed says ``delete``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from tests.helpers.cli import ROOT, ductwork, sync_env
 from tests.helpers.feed import walk_feed
 from tests.helpers.sync import api_over, delete_upstream, listed_leads, mutate
 from tests.helpers.text_search import text_hits
+from tests.helpers.webhooks import subscriber_server
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -396,3 +398,26 @@ def test_a_forget_killed_at_any_point_leaves_the_old_state_or_the_erased_one_and
     assert len(lines) == logged + 1  # the erasure logged once, killed or not
     for path in folder.glob(f"{snapshots.PREFIX}*{snapshots.SUFFIX}"):
         assert rows_holding(path, email) == [], path.name
+
+
+def test_the_streams_subscribers_are_told_of_a_forget_and_their_feed_says_delete(
+    mirrored: Mirrored,
+) -> None:
+    """A subscriber of the leads is notified of the erasure's publish as of any other, signed,
+    and the feed from the notification's ``since`` names the lead once, as a ``delete``."""
+    lead_id, _ = person_of_its_own(mirrored, 200)
+    with subscriber_server() as subscriber:
+        done = ductwork("subscriptions", "add", "erasures", "--url", subscriber.url,
+                        "--stream", "leads", env=mirrored.env)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        subscriber.secret = done.stdout.strip().splitlines()[-1]
+        try:
+            run(mirrored, "forget", "leads", lead_id, "--reason", "asked", "--suppress")
+            [told] = subscriber.wait_for(1, 60)
+        finally:
+            run(mirrored, "subscriptions", "remove", "erasures")
+    assert told.verified and told.body["stream"] == "leads"
+    assert told.body["counts"]["delete"] == 1
+    with api_over(mirrored.home, mirrored.key) as api:
+        changes, _ = walk_feed(api.url, mirrored.key, "leads", told.body["since"], limit=10_000)
+    assert [(c["key"], c["op"], c["record"]) for c in changes] == [(lead_id, "delete", None)]
