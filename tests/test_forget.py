@@ -9,13 +9,15 @@ audit log names its keyed hash, never the key. A stream without personal data is
 one line. A lead the upstream still serves is refused without ``--suppress``, kept out through
 a full refresh with it, and back after ``--lift`` and a sync. A ``forget`` killed at any of
 three points leaves the old snapshot or the erased one current, and finishes when run again.
-The stream's subscribers are told, and their feed says ``delete``.
+The stream's subscribers are told, and their feed says ``delete``; the exports that still hold
+the record are named.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -421,3 +423,22 @@ def test_the_streams_subscribers_are_told_of_a_forget_and_their_feed_says_delete
     with api_over(mirrored.home, mirrored.key) as api:
         changes, _ = walk_feed(api.url, mirrored.key, "leads", told.body["since"], limit=10_000)
     assert [(c["key"], c["op"], c["record"]) for c in changes] == [(lead_id, "delete", None)]
+
+
+def test_a_forget_names_the_exports_that_still_hold_the_record(
+    mirrored: Mirrored, tmp_path: Path
+) -> None:
+    """Exports are outside the mirror's reach: ``ductwork forget`` lists those it knows of
+    (``ductwork export`` notes each) that still hold the record, and leaves them be."""
+    lead_id, _ = person_of_its_own(mirrored, 300)
+    holding, gone = tmp_path / "holding", tmp_path / "gone"
+    run(mirrored, "export", "--to", str(holding))
+    run(mirrored, "export", "--to", str(gone))
+    shutil.rmtree(gone)  # removed by hand: nothing to name
+    done = ductwork("forget", "leads", lead_id, "--reason", "asked", "--suppress",
+                    env=mirrored.env)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 export(s) written by `ductwork export` still hold" in done.stdout
+    assert str(holding) in done.stdout and str(gone) not in done.stdout
+    assert lead_id not in done.stdout + done.stderr  # the key is never printed
+    assert list(holding.glob("*.parquet")) or list(holding.rglob("*.parquet"))  # left as it was
