@@ -8,9 +8,9 @@ publishing to an object store (moto's S3 server) that a replica folder follows; 
 changed twice and deleted upstream, with a sync each time, so that several snapshots, their
 change files and the history hold its versions; then ``ductwork forget`` as a process. After
 it, ``ductwork diff`` across the same publishes counts the same changes less the lead's, and
-once a reconciliation read every lead, the mirror answers the lead list as the upstream does. Its key
-stays where the feed must tell consumers it went (a ``delete``): what is searched for is what
-identifies the person.
+once a reconciliation read every lead, the mirror answers the lead list as the upstream does.
+Its key stays where the feed must tell consumers it went (a ``delete``): what is searched for
+is what identifies the person.
 """
 
 from __future__ import annotations
