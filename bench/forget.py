@@ -21,7 +21,16 @@ import duckdb
 import httpx
 
 from bench.memory import BUCKET, sync
-from bench.suite import KEY, LAUNCH, ROOT, Upstream, measured, start_object_store, upstream
+from bench.suite import (
+    KEY,
+    LAUNCH,
+    ROOT,
+    Upstream,
+    measured,
+    prepare_children_environment,
+    start_object_store,
+    upstream,
+)
 from ductwork.settings import HomeSettings, upstream_environment
 from pipelines.processes import ProcessGroup
 
@@ -138,6 +147,7 @@ def main() -> int:
     parser.add_argument("--scale", default="medium")
     parser.add_argument("--syncs", type=int, default=30)
     options = parser.parse_args()
+    prepare_children_environment()  # moto's credentials, as the suite gives its children
     with tempfile.TemporaryDirectory(prefix="ductwork-forget-") as folder, ProcessGroup() as group:
         work = Path(folder)
         s3_url = start_object_store(group)
