@@ -20,10 +20,10 @@ from ductwork.contract.paths import Family
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
-from serve.data_age import DataAge
+from serve.data_age import AgeRule, DataAge
 from serve.documents import add_document_routes
-from serve.failed_requests import FailedRequestLimit
-from serve.fast_answers import FastAnswers
+from serve.failed_requests import FailedRequestLimit, RefusedClients
+from serve.fast_answers import FastAnswers, FastAnswersInFront
 from serve.gzip_cache import GZIP_MINIMUM_BYTES, AnswerCache, CompressWhenAsked
 from serve.job_trigger import JobTrigger
 from serve.live_snapshot import LiveSnapshot
@@ -141,6 +141,9 @@ def create_app(
     )
     app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
     failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
+    refused = RefusedClients()
+    age = AgeRule(serve.serve_max_age_s)
+    gzip_answers = AnswerCache(serve.serve_gzip_cache_mb << 20, app.state.live.erasures)
     _install_error_handlers(app)
     app.include_router(mirror.router)
     for router in ROUTERS.values():
@@ -148,10 +151,12 @@ def create_app(
     app.include_router(timemaps.router)
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)
-    app.add_middleware(FastAnswers)  # innermost of ours: CORS, gzip and telemetry still apply
+    # Innermost of ours, for requests of the past (the past's layer chose their snapshot) and
+    # what the short path in front left to the layers.
+    app.add_middleware(FastAnswers)
     # Inside the past's layer, which marks a request of the past: its answer is of its time,
     # neither dated nor refused as stale.
-    app.add_middleware(DataAge, max_age_s=serve.serve_max_age_s)
+    app.add_middleware(DataAge, rule=age)
     # Outside the short path, so that a request of the past is answered by it too.
     app.add_middleware(
         PastRequests,
@@ -189,15 +194,20 @@ def create_app(
                 "Content-Location",
             ],
         )
-    app.add_middleware(
-        CompressWhenAsked,
-        minimum_size=GZIP_MINIMUM_BYTES,
-        cache_bytes=serve.serve_gzip_cache_mb << 20,
-        erasures=app.state.live.erasures,
-    )
+    app.add_middleware(CompressWhenAsked, minimum_size=GZIP_MINIMUM_BYTES, answers=gzip_answers)
     # Outside the gzip layer, so that a refused client costs as little as possible.
-    app.add_middleware(FailedRequestLimit, limit=failures)
+    app.add_middleware(FailedRequestLimit, limit=failures, refused=refused)
     app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
+    # The short path again, in front of every layer for the requests of the present they
+    # would only add headers to (most of the traffic): it adds those itself.
+    app.add_middleware(
+        FastAnswersInFront,
+        metrics=app.state.metrics,
+        refused=refused,
+        data_age=age,
+        gzip_answers=gzip_answers,
+        cors=bool(serve.serve_cors_origins),
+    )
     if serve.trusted_proxies:
         # Outermost, so the limits and the access log see the client a trusted proxy names.
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=serve.trusted_proxies)

@@ -39,36 +39,29 @@ def stale(stream: str, synced: float, max_age_s: float) -> ApiError:
     )
 
 
-class DataAge:
-    """Dates every answer on a stream's path, and refuses those past the maximum age."""
+class AgeRule:
+    """What the data's age makes of a request: its ``X-Synced-At``, or a 503 past the maximum
+    age (None: no maximum)."""
 
-    def __init__(self, app: Callable, max_age_s: float | None) -> None:
-        self.app = app
+    def __init__(self, max_age_s: float | None) -> None:
         self.max_age_s = max_age_s
         self._encoded: dict[float, bytes] = {}
 
-    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+    def verdict(self, scope: Scope) -> bytes | ApiError | None:
+        """For a request of a stream's present data: its ``X-Synced-At`` value, or the 503
+        when that stream is older than the maximum age; None for any other request (or
+        before the first snapshot)."""
         stream = stream_serving(scope["path"]) if scope["type"] == "http" else None
-        if stream is not None and PAST_STATE in scope:  # an answer from the past
-            stream = None
-        live = scope["app"].state.live if stream is not None else None
-        state = live.get() if live is not None else None
-        if stream is None or state is None:  # not a data path, or nothing to answer from yet
-            await self.app(scope, receive, send)
-            return
+        if stream is None or PAST_STATE in scope:  # not a data path, or an answer of the past
+            return None
+        live = scope["app"].state.live
+        state = live.get()
+        if state is None:
+            return None
         synced = live.synced_at(stream.name, state)
         if self.max_age_s is not None and time.time() - synced > self.max_age_s:
-            refusal = error_response(stale(stream.name, synced, self.max_age_s), scope["path"])
-            await refusal(scope, receive, send)
-            return
-        header = (b"x-synced-at", self._format(synced))
-
-        async def dated(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
-            await send(message)
-
-        await self.app(scope, receive, dated)
+            return stale(stream.name, synced, self.max_age_s)
+        return self._format(synced)
 
     def _format(self, synced: float) -> bytes:
         """The header's value, formatted once per distinct time."""
@@ -79,3 +72,28 @@ class DataAge:
             found = format_datetime(datetime.fromtimestamp(synced, UTC)).encode()
             self._encoded[synced] = found
         return found
+
+
+class DataAge:
+    """Dates every answer on a stream's path, and refuses those past the maximum age."""
+
+    def __init__(self, app: Callable, rule: AgeRule) -> None:
+        self.app = app
+        self.rule = rule
+
+    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+        verdict = self.rule.verdict(scope)
+        if verdict is None:  # not a data path, or nothing to answer from yet
+            await self.app(scope, receive, send)
+            return
+        if isinstance(verdict, ApiError):
+            await error_response(verdict, scope["path"])(scope, receive, send)
+            return
+        header = (b"x-synced-at", verdict)
+
+        async def dated(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        await self.app(scope, receive, dated)

@@ -30,27 +30,58 @@ ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 _SWEEP_ABOVE = 1024
 
 
+class RefusedClients:
+    """The clients this process refuses, each until a moment of ``time.monotonic``."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def refusing(self, client: str) -> float | None:
+        """Seconds left of ``client``'s refusal; None when it is not refused (any refusal
+        that ended is forgotten)."""
+        until = self._until.get(client)
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        if left > 0:
+            return left
+        del self._until[client]
+        return None
+
+    def refuse(self, client: str, wait: int) -> None:
+        """Refuse ``client`` for ``wait`` seconds from now."""
+        now = time.monotonic()
+        if len(self._until) > _SWEEP_ABOVE:
+            for ended in [c for c, until in self._until.items() if until <= now]:
+                del self._until[ended]
+        self._until[client] = now + wait
+
+
+def client_address(scope: Scope) -> str:
+    """The address a request's failures count against (an IPv6 client's /64)."""
+    return client_of((scope.get("client") or ("unknown",))[0])
+
+
 class FailedRequestLimit:
     """Refuses every request of a client that had too many failed ones this window."""
 
-    def __init__(self, app: ASGIApp, limit: RequestLimit) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: RequestLimit, refused: RefusedClients | None = None
+    ) -> None:
         self.app = app
         self.limit = limit
-        self._refused_until: dict[str, float] = {}
+        self.refused = refused if refused is not None else RefusedClients()
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = client_of((scope.get("client") or ("unknown",))[0])
-        until = self._refused_until.get(client)
-        if until is not None:
-            left = until - time.monotonic()
-            if left > 0:
-                refusal = rate_limited(math.ceil(left), "Too many failed requests")
-                await error_response(refusal, scope["path"])(scope, receive, send)
-                return
-            del self._refused_until[client]
+        client = client_address(scope)
+        left = self.refused.refusing(client)
+        if left is not None:
+            refusal = rate_limited(math.ceil(left), "Too many failed requests")
+            await error_response(refusal, scope["path"])(scope, receive, send)
+            return
         status = 0
 
         async def noting_status(message: MutableMapping[str, Any]) -> None:
@@ -63,11 +94,4 @@ class FailedRequestLimit:
         if status == 401 or (status == 404 and not scope.get(KEY_COUNTED)):
             wait = await self.limit.check(client)
             if wait is not None:
-                self._refuse(client, wait)
-
-    def _refuse(self, client: str, wait: int) -> None:
-        now = time.monotonic()
-        if len(self._refused_until) > _SWEEP_ABOVE:
-            for ended in [c for c, until in self._refused_until.items() if until <= now]:
-                del self._refused_until[ended]
-        self._refused_until[client] = now + wait
+                self.refused.refuse(client, wait)

@@ -11,18 +11,30 @@ middleware answers these requests itself, building the very same response as the
 - ``GET /products/v2.0/products``, ``GET /products/v2.0/{unit type}`` and
   ``GET /warehouse/v1.0/digital-assets`` whose query holds nothing but one valid ``count``
   and/or one valid ``page`` (and, for the digital assets, one valid ``updatedAfter``): the
-  page, or its 304.
+  page, or its 304;
+- ``GET /_ductwork/v1/changes/{stream}`` whose query holds nothing but one ``since`` and at
+  most one valid ``limit``, asked as JSON: the page of the walk when a worker kept it or a
+  change file holds it (``serve.routers.mirror.sliced_json_page``), or its 304.
 
 The key's rate limit is checked before any record is read, a page weighing by the records it
 asks for: a request over it gets its 429 here, in the family's style. Anything else (a bad or
 missing key, a key without the family's scope or the stream's, an empty SKU, any other
 parameter, a malformed or repeated one, no snapshot yet) goes on to the framework unchanged, so
 every other error keeps its one implementation; a request counted here is not counted again there.
+
+The short path runs twice in the app's layers. In front of them all (``FastAnswersInFront``), it
+answers requests of the present with every header the layers it skips would have added (the
+request id, the data's age, Memento's links, the gzip coding), and leaves to them whatever one
+of them would answer or change otherwise: a request of the past, one from a browser origin
+when CORS is on, a client refused for its failures, a stream older than the maximum age.
+Innermost (``FastAnswers``), it answers what reaches it, the past's layer having chosen the
+snapshot: the layers outside add their headers as they pass.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,12 +45,20 @@ from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
 from ductwork.contract.errors import ApiError, product_not_found, unit_not_found
 from ductwork.contract.paths import Family
+from ductwork.history import feed
 from ductwork.keys import grants
+from ductwork.streams.model import Stream
 from ductwork.streams.registry import PRODUCTS
+from serve.data_age import AgeRule
 from serve.deps import count_in_scope, key_of
+from serve.failed_requests import RefusedClients, client_address
+from serve.gzip_cache import AnswerCache, encode_whole
 from serve.live_snapshot import PAST_STATE, ServingState
+from serve.memento import asked_of, linked
+from serve.observability import Metrics, record_answer, request_id_of, tagged
 from serve.rate_limit import page_cost
-from serve.responses import Conditions, error_response, revalidated
+from serve.responses import Conditions, error_response, revalidated, tagged_answer
+from serve.routers.mirror import JSON, NDJSON, PREFIX, STREAM_NAMES, sliced_json_page
 from serve.routers.warehouse import digital_assets_page
 
 Scope = MutableMapping[str, Any]
@@ -48,6 +68,8 @@ log = logging.getLogger("ductwork.serve")
 _RESOLVER = paths.UNITS_RESOLVER + "/"
 _PRODUCTS = paths.PRODUCTS_PREFIX + "/"
 _PAGE_PARAMETERS = frozenset({"count", "page"})
+_FEED = PREFIX + "/changes/"
+_FEED_PARAMETERS = frozenset({"since", "limit"})
 _ASSET_PARAMETERS = frozenset({"count", "page", "updatedAfter"})
 
 
@@ -76,6 +98,8 @@ class FastAnswers:
             family = Family.PRODUCTS
         elif path == paths.WAREHOUSE_DIGITAL_ASSETS:
             family = Family.WAREHOUSE
+        elif path.startswith(_FEED):
+            return await self._feed_answer(scope)
         else:
             return None
         planned = _plan(path, scope["query_string"])
@@ -104,8 +128,106 @@ class FastAnswers:
             return revalidated(state, product_lookup(record), conditions, modified)
         return revalidated(state, await _read(state, planned), conditions)
 
+    async def _feed_answer(self, scope: Scope) -> Any:
+        """A page of the changes feed that needs no read of the snapshot, or None."""
+        planned = _feed_plan(scope["path"], scope["query_string"])
+        app_state = scope["app"].state
+        state = app_state.live.get()
+        if planned is None or state is None:
+            return None
+        authorization, conditions = _request_headers(scope["headers"])
+        if conditions.accept is not None and NDJSON in conditions.accept:
+            return None
+        key = key_of(app_state.keys, authorization)
+        stream = planned.stream
+        if key is None or not grants(key.scopes, stream.family, stream.path):
+            return None
+        try:
+            await count_in_scope(scope, app_state.key_limit, key, page_cost(planned.limit))
+        except ApiError as error:
+            return error_response(error, scope["path"])
+        try:
+            body = sliced_json_page(
+                state, app_state.feed_pages, scope["path"], stream, planned.since, planned.limit
+            )
+        except ApiError:  # a bad token, or history no longer kept: the route answers it
+            return None
+        if body is None:
+            return None
+        return tagged_answer(state, body, JSON, conditions)
 
-_CONDITIONS = (b"if-none-match", b"if-modified-since", b"accept-encoding")
+
+class FastAnswersInFront(FastAnswers):
+    """The short path in front of every other layer: a request of the present it can answer
+    gets the headers those layers would add, without passing through them."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics,
+        refused: RefusedClients,
+        data_age: AgeRule,
+        gzip_answers: AnswerCache,
+        cors: bool,
+    ) -> None:
+        super().__init__(app)
+        self.metrics = metrics
+        self.refused = refused
+        self.data_age = data_age
+        self.gzip_answers = gzip_answers
+        # With CORS on, a request from a browser origin is left to the CORS layer.
+        self.passed_on = (b"accept-datetime", b"origin") if cors else (b"accept-datetime",)
+
+    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and self._takes(scope):
+            started = time.perf_counter()
+            synced = self.data_age.verdict(scope)
+            if not isinstance(synced, ApiError):  # a stale stream is the data age layer's 503
+                try:
+                    response = await self._answer(scope)
+                except Exception:  # outside the framework's error layer: pass it on
+                    log.exception("short path failed on %s; the routes answer it", scope["path"])
+                    response = None
+                if response is not None:
+                    await self._send(scope, send, response, synced, started)
+                    return
+        await self.app(scope, receive, send)
+
+    def _takes(self, scope: Scope) -> bool:
+        """Whether no layer the short path skips would answer this request or change its
+        answer beyond adding headers."""
+        path: str = scope["path"]
+        if not path.startswith((_PRODUCTS, _FEED)) and path != paths.WAREHOUSE_DIGITAL_ASSETS:
+            return False
+        for name, _ in scope["headers"]:
+            if name in self.passed_on:
+                return False
+        return self.refused.refusing(client_address(scope)) is None
+
+    async def _send(
+        self, scope: Scope, send: Callable, response: Any, synced: bytes | None, started: float
+    ) -> None:
+        """Send ``response`` with the headers of the layers skipped, in their order (the
+        data's age, Memento's, the gzip coding's, the request id's), then count and log it."""
+        request_id = request_id_of(scope["headers"])
+        status: int = response.status_code
+        headers = list(response.raw_headers)
+        if synced is not None:
+            headers.append((b"x-synced-at", synced))
+        asked = asked_of(scope)
+        if asked is not None:
+            headers = linked(headers, asked)
+        body = await encode_whole(self.gzip_answers, scope, status, headers, response.body)
+        tagged(headers, request_id)
+        try:
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+        finally:
+            record_answer(self.metrics, scope, status, started, request_id)
+
+
+_CONDITIONS = (b"if-none-match", b"if-modified-since", b"accept-encoding", b"accept")
 
 
 def _request_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, Conditions]:
@@ -190,6 +312,29 @@ async def _read(state: ServingState, planned: _ListPage) -> bytes:
     if planned.slug is not None:
         return state.catalog.unit_page(planned.slug, {}, number, size)
     return await digital_assets_page(state, number, size, planned.after)
+
+
+@dataclass(frozen=True)
+class _FeedPage:
+    """A page of a stream's walk since a token."""
+
+    stream: Stream
+    since: str
+    limit: int
+
+
+def _feed_plan(path: str, query: bytes) -> _FeedPage | None:
+    """The feed page a request asks for, when the short path takes it: a walk since a token
+    (the initial load reads the snapshot), without ``wait``."""
+    stream = STREAM_NAMES.get(path[len(_FEED) :])
+    given = _single_parameters(query, _FEED_PARAMETERS)
+    if stream is None or given is None or not given.get("since"):
+        return None
+    try:
+        limit = params.read_int("limit", given.get("limit"), feed.DEFAULT_LIMIT, 1, feed.MAX_LIMIT)
+    except ApiError:
+        return None
+    return _FeedPage(stream, given["since"], limit)
 
 
 def _single_parameters(query: bytes, allowed: frozenset[str]) -> dict[str, str] | None:

@@ -31,7 +31,8 @@ from urllib.parse import parse_qsl
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from isal import isal_zlib
-from starlette.datastructures import Headers
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.gzip import GZipMiddleware, GZipResponder, IdentityResponder
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -212,11 +213,7 @@ class _CachingGzipResponder(GZipResponder):
             return await super().apply_compression(body, more_body=more_body)
         media_type = _header(start.get("headers") or [], b"content-type") or b""
         key = (version, self.scope["path"], self.routes.key_of(self.scope), media_type)
-        found = self.cache.get(key)
-        if found is None:
-            found = await super().apply_compression(body, more_body=False)
-            self.cache.put(key, found)
-        return found
+        return await compressed(self.cache, key, body)
 
 
 class CompressWhenAsked(GZipMiddleware):
@@ -227,17 +224,11 @@ class CompressWhenAsked(GZipMiddleware):
     on every request only to send it as it is.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        minimum_size: int,
-        cache_bytes: int = CACHE_BYTES,
-        erasures: Erasures | None = None,
-    ) -> None:
+    def __init__(self, app: ASGIApp, minimum_size: int, answers: AnswerCache | None = None) -> None:
         # The API answers JSON and metrics text only: no type needs excluding, and an empty
         # list spares Starlette normalising its default list of fifteen on every request.
         super().__init__(app, minimum_size, GZIP_LEVEL, exclude_content_types=())
-        self.answers = AnswerCache(cache_bytes, erasures)
+        self.answers = answers if answers is not None else AnswerCache()
         self.routes = RouteParameters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -257,3 +248,58 @@ class CompressWhenAsked(GZipMiddleware):
 
 def _any_accepts_gzip(scope: MutableMapping[str, Any]) -> bool:
     return any(name == b"accept-encoding" and b"gzip" in value for name, value in scope["headers"])
+
+
+# The parameters of an answer no route made: every one of its query.
+_ROUTELESS = RouteParameters()
+
+
+async def compressed(answers: AnswerCache, key: AnswerKey | None, body: bytes) -> bytes:
+    """``body`` compressed whole: from ``answers`` under ``key`` (a snapshot answer), or now
+    and then kept there; in a worker thread above ``INLINE_GZIP_BYTES``."""
+    found = answers.get(key) if key is not None else None
+    if found is None:
+        if len(body) < INLINE_GZIP_BYTES:
+            found = compress(body)
+        else:
+            found = await run_in_threadpool(compress, body)
+        if key is not None:
+            answers.put(key, found)
+    return found
+
+
+def compress(body: bytes) -> bytes:
+    """``body`` as one gzip stream, the bytes the gzip layer writes for it."""
+    compressor = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, GZIP_WBITS)
+    return compressor.compress(body) + compressor.flush()
+
+
+async def encode_whole(
+    answers: AnswerCache,
+    scope: Scope,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes,
+) -> bytes:
+    """The body to send for a whole answer (``headers`` changed in place), as the gzip layer
+    would send it to ``scope``'s request: compressed (a snapshot answer from the cache) when
+    its first ``Accept-Encoding`` takes gzip and the body is large enough, with ``Vary``,
+    ``Content-Encoding``, ``Content-Length`` and the ETag's gzip form as that layer sets them;
+    as it is otherwise. For the short path, which answers before that layer."""
+    if not _any_accepts_gzip(scope) or len(body) < GZIP_MINIMUM_BYTES:
+        return body
+    sent = body
+    if "gzip" in Headers(scope=scope).get("Accept-Encoding", ""):
+        _mark_compressed_etag(headers)
+        version = _snapshot_version(headers) if status == 200 else None
+        key = None
+        if version is not None:
+            media_type = _header(headers, b"content-type") or b""
+            key = (version, scope["path"], _ROUTELESS.key_of(scope), media_type)
+        sent = await compressed(answers, key, body)
+    changed = MutableHeaders(raw=headers)
+    changed.add_vary_header("Accept-Encoding")
+    if sent is not body:
+        changed["Content-Encoding"] = "gzip"
+        changed["Content-Length"] = str(len(sent))
+    return sent

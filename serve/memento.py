@@ -126,7 +126,7 @@ def _header(headers: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
     return None
 
 
-class _Asked(NamedTuple):  # made for every request: a tuple is the cheapest to build
+class Asked(NamedTuple):  # made for every request: a tuple is the cheapest to build
     """What a request names: the spec path with its query whose answer it gets (``target``),
     whether the request's own URI is that path (where ``Accept-Datetime`` negotiates), and the
     request's URI as it came."""
@@ -136,7 +136,7 @@ class _Asked(NamedTuple):  # made for every request: a tuple is the cheapest to 
     uri: str
 
 
-def _asked(scope: Scope) -> _Asked | None:
+def asked_of(scope: Scope) -> Asked | None:
     """The spec path a GET or HEAD names, directly or through ``/at/``; None for any other."""
     if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
         return None
@@ -152,14 +152,14 @@ def _asked(scope: Scope) -> _Asked | None:
     query: bytes = scope.get("query_string", b"")
     uri = request_target(raw, query)
     if negotiates:
-        return _Asked(uri if has_past(path) else None, True, uri)
+        return Asked(uri if has_past(path) else None, True, uri)
     if not has_past(inner):
         return None
     _, slash, inner_raw = raw[len(AT_PREFIX) :].partition(b"/")
-    return _Asked(request_target(slash + inner_raw, query), False, uri)
+    return Asked(request_target(slash + inner_raw, query), False, uri)
 
 
-def _linked(headers: list[tuple[bytes, bytes]], asked: _Asked) -> list[tuple[bytes, bytes]]:
+def linked(headers: list[tuple[bytes, bytes]], asked: Asked) -> list[tuple[bytes, bytes]]:
     """The answer's headers (a list of its own, changed in place) with what RFC 7089 adds to
     them. A target too long to be written
     three times in one header line within what clients read (8 KiB in aiohttp and nginx) is
@@ -193,14 +193,14 @@ class MementoLinks:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
-        asked = _asked(scope)
+        asked = asked_of(scope)
         if asked is None:
             await self.app(scope, receive, send)
             return
 
         async def linking(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = _linked(list(message.get("headers", ())), asked)
+                message["headers"] = linked(list(message.get("headers", ())), asked)
             await send(message)
 
         await self.app(scope, receive, linking)

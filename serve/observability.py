@@ -214,36 +214,51 @@ class RequestTelemetry:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        incoming = ""
-        for name, value in scope.get("headers") or ():
-            if name == b"x-request-id":
-                incoming = value.decode("latin-1")
-                break
-        usable = 0 < len(incoming) <= 128 and incoming.isprintable()
-        request_id = incoming if usable else request_ids.next()
+        request_id = request_id_of(scope["headers"])
         status = 500
 
         async def tagged_send(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [
-                    *message.get("headers", []),
-                    (b"x-request-id", request_id.encode()),
-                    NOSNIFF,
-                ]
+                message["headers"] = tagged([*message.get("headers", [])], request_id)
             await send(message)
 
         try:
             await self.app(scope, receive, tagged_send)
         finally:
-            elapsed = time.perf_counter() - started
-            family = _family(scope["path"])
-            self.metrics.observe(family, status, elapsed)
-            if access_log.isEnabledFor(logging.INFO):  # skip building a line nobody logs
-                access_log.info(json.dumps({
-                    "request_id": request_id, "method": scope["method"],
-                    "path": scope["path"][:512], "status": status,
-                    "ms": round(elapsed * 1000, 2), "client": (scope.get("client") or ["-"])[0],
-                    "pid": os.getpid(),
-                }))  # fmt: skip
+            record_answer(self.metrics, scope, status, started, request_id)
+
+
+def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
+    """The request's own ``X-Request-ID`` when it is usable (printable, 1 to 128 characters),
+    otherwise a fresh one."""
+    incoming = ""
+    for name, value in headers:
+        if name == b"x-request-id":
+            incoming = value.decode("latin-1")
+            break
+    usable = 0 < len(incoming) <= 128 and incoming.isprintable()
+    return incoming if usable else request_ids.next()
+
+
+def tagged(headers: list[tuple[bytes, bytes]], request_id: str) -> list[tuple[bytes, bytes]]:
+    """``headers`` (changed in place) with the request's id and ``nosniff``."""
+    headers += ((b"x-request-id", request_id.encode()), NOSNIFF)
+    return headers
+
+
+def record_answer(
+    metrics: Metrics, scope: Scope, status: int, started: float, request_id: str
+) -> None:
+    """Count an answer begun at ``started`` (``time.perf_counter``) and log it when the
+    access log is on."""
+    elapsed = time.perf_counter() - started
+    metrics.observe(_family(scope["path"]), status, elapsed)
+    if access_log.isEnabledFor(logging.INFO):  # skip building a line nobody logs
+        access_log.info(json.dumps({
+            "request_id": request_id, "method": scope["method"],
+            "path": scope["path"][:512], "status": status,
+            "ms": round(elapsed * 1000, 2), "client": (scope.get("client") or ["-"])[0],
+            "pid": os.getpid(),
+        }))  # fmt: skip

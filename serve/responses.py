@@ -19,11 +19,13 @@ Modified = tuple[float, bytes]
 
 
 class Conditions(NamedTuple):
-    """What a request says about the answer it may already hold (the first of each header)."""
+    """What a request says about the answer it may already hold and the forms it takes (the
+    first of each header)."""
 
     if_none_match: str | None
     if_modified_since: str | None
     accept_encoding: str | None
+    accept: str | None = None
 
     @classmethod
     def of(cls, request: Request) -> Conditions:
@@ -32,6 +34,7 @@ class Conditions(NamedTuple):
             headers.get("if-none-match"),
             headers.get("if-modified-since"),
             headers.get("accept-encoding"),
+            headers.get("accept"),
         )
 
 
@@ -109,8 +112,14 @@ def not_modified(state: ServingState, etag: bytes) -> Response:
 def tagged(request: Request, state: ServingState, body: bytes, media_type: str) -> Response:
     """200 with ``body`` of ``media_type``, tagged with its content and snapshot, or its 304
     when ``If-None-Match`` names it (in any snapshot)."""
+    return tagged_answer(state, body, media_type, Conditions.of(request))
+
+
+def tagged_answer(
+    state: ServingState, body: bytes, media_type: str, conditions: Conditions
+) -> Response:
+    """``tagged`` for a request whose ``conditions`` are read already."""
     etag = content_etag(body)
-    conditions = Conditions.of(request)
     if names_body(conditions.if_none_match, etag):
         return not_modified(state, _as_sent(etag, body, conditions.accept_encoding))
     answer = Response(content=body, media_type=media_type)

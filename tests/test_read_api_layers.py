@@ -14,7 +14,7 @@ from starlette.middleware.errors import ServerErrorMiddleware
 
 from ductwork.settings import HomeSettings, ServeSettings
 from serve.app import CompressWhenAsked, create_app
-from serve.fast_answers import FastAnswers
+from serve.fast_answers import FastAnswers, FastAnswersInFront
 from serve.observability import RequestTelemetry
 
 
@@ -27,10 +27,10 @@ def layers(app: object) -> list[type]:
     return found
 
 
-def test_our_layers_wrap_the_frameworks_with_telemetry_outermost(tmp_path: Path) -> None:
+def test_our_layers_wrap_the_frameworks_with_the_short_path_in_front(tmp_path: Path) -> None:
     app = create_app(HomeSettings(home=tmp_path), ServeSettings())
     stack = layers(app.build_middleware_stack())
-    assert stack[0] is RequestTelemetry
+    assert stack[:2] == [FastAnswersInFront, RequestTelemetry]
     ours = [stack.index(cls) for cls in (RequestTelemetry, CompressWhenAsked, FastAnswers)]
     assert ours == sorted(ours)
     assert stack.index(FastAnswers) < stack.index(ServerErrorMiddleware)

@@ -1,8 +1,9 @@
 """The short path (serve/fast_answers.py) answers byte for byte as the routes do.
 
 Three servers over one synced data folder: the whole app; the app without the short path
-(the routes answer everything); and the short path alone in front of a stand-in that answers
-599 to whatever it declines, so each comparison proves which side answered.
+(the routes answer everything); and the short path as it stands in front of the app's layers,
+alone before a stand-in that answers 599 to whatever it declines, so each comparison proves
+which side answered (and that the headers of the layers it skips are all there).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from ductwork.contract.encoding import quote_sku
 from ductwork.settings import HomeSettings
 from sandbox.local_server import serving
 from serve.app import create_app
-from serve.data_age import DataAge
-from serve.fast_answers import FastAnswers
-from serve.memento import MementoLinks
+from serve.data_age import AgeRule
+from serve.failed_requests import RefusedClients
+from serve.fast_answers import FastAnswers, FastAnswersInFront
+from serve.gzip_cache import AnswerCache
 from tests.conftest import UNLIMITED, ReadApi
 
 DECLINED = 599
@@ -34,12 +36,18 @@ VARYING = {b"date", b"server", b"x-request-id", b"x-content-type-options"}
 
 class ShortPathOnly:
     """The short path in front of a stand-in that answers 599 to every request it declines;
-    ``app`` supplies the state the short path reads, as Starlette hands it over. The layers that
-    date data answers and link them (Memento) sit outside it, as in the app."""
+    ``app`` supplies the state the short path reads, as Starlette hands it over."""
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
-        self.short = MementoLinks(DataAge(FastAnswers(self._declined), max_age_s=None))
+        self.short = FastAnswersInFront(
+            self._declined,
+            metrics=app.state.metrics,
+            refused=RefusedClients(),
+            data_age=AgeRule(None),
+            gzip_answers=AnswerCache(),
+            cors=False,
+        )
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -57,7 +65,7 @@ class ShortPathOnly:
 def routes_only(settings: HomeSettings) -> FastAPI:
     """The whole app but its short path: the routes answer every request."""
     app = create_app(settings, UNLIMITED)
-    app.user_middleware = [m for m in app.user_middleware if m.cls is not FastAnswers]
+    app.user_middleware = [m for m in app.user_middleware if not issubclass(m.cls, FastAnswers)]
     return app
 
 
@@ -203,6 +211,7 @@ def test_gzip_answers_of_the_short_path_are_the_routes_gzip_answers(servers: Ser
         for _ in range(2):  # compressed, then from the compressed-answer cache
             whole = fetch(servers.whole, path, headers)
             assert whole == routed, path
+            assert fetch(servers.short, path, headers) == routed, path
         plain = fetch(servers.routes, path, {"Authorization": headers["Authorization"]})
         encoded = dict(whole.headers).get(b"content-encoding")
         assert (gzip.decompress(whole.body) if encoded == b"gzip" else whole.body) == plain.body

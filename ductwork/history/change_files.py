@@ -254,9 +254,9 @@ class ChangeSlice(PositionedChanges):
         record = self.entries[index].as_py()[skipped:-2]
         return Change("upsert", key, publish.version, publish.published_at, record)
 
-    def write(self, separator: bytes) -> bytes:
-        """The entries' ``json_bytes`` joined by ``separator``: with a comma, the slice's bytes
-        as the file holds them."""
+    def write(self, separator: bytes) -> bytes | memoryview:
+        """The entries' ``json_bytes`` joined by ``separator``: with a comma, a view of the
+        slice's bytes as the file holds them."""
         if separator == b",":
             return joined_data(self.entries, 1)
         bare = pc.binary_slice(self.entries, 0, -1)

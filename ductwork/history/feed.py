@@ -152,9 +152,9 @@ class FeedPage:
     has_more: bool
     pinned: Publish
     # How the page writes its entries when it holds them as columns (``page_columns``).
-    written: Callable[[bytes], bytes] | None = None
+    written: Callable[[bytes], bytes | memoryview] | None = None
 
-    def entries(self, separator: bytes) -> bytes:
+    def entries(self, separator: bytes) -> bytes | memoryview:
         """The page's entries as the feed writes them (``Change.json_bytes``), joined by
         ``separator``."""
         if self.written is not None:

@@ -102,7 +102,7 @@ class ChangeColumns(PositionedChanges):
         op = "upsert" if record is not None else "delete"
         return Change(op, self.keys[index].as_py(), publish.version, publish.published_at, record)
 
-    def write(self, separator: bytes) -> bytes:
+    def write(self, separator: bytes) -> bytes | memoryview:
         """The entries' ``json_bytes`` joined by ``separator``."""
         if not len(self):
             return b""
@@ -130,12 +130,13 @@ class ChangeColumns(PositionedChanges):
         return publish_members(publish.version, publish.published_at)
 
 
-def joined_data(entries: pa.Array, separator_length: int) -> bytes:
+def joined_data(entries: pa.Array, separator_length: int) -> memoryview:
     """The bytes of a large binary array's values, one after another, less the last
-    ``separator_length`` bytes (the separator each value ends with): one copy of one slice."""
+    ``separator_length`` bytes (the separator each value ends with): a view of one slice of
+    the array's data, not a copy (the answer's body copies it once, joined to its head)."""
     if not len(entries):
-        return b""
+        return memoryview(b"")
     offsets = np.frombuffer(entries.buffers()[1], dtype=np.int64)
     first, last = entries.offset, entries.offset + len(entries)
     start, end = int(offsets[first]), int(offsets[last]) - separator_length
-    return entries.buffers()[2][start:end].to_pybytes()
+    return memoryview(entries.buffers()[2]).cast("B")[start:end]  # Arrow's is of signed bytes

@@ -86,7 +86,7 @@ async def changes(
     media_type = NDJSON if NDJSON in request.headers.get("accept", "") else JSON
     state = await serving_state(request)
     pages: AnswerCache = request.app.state.feed_pages
-    kept = pages.get(_page_key(state, request, since, size, media_type))
+    kept = pages.get(_page_key(state, request.url.path, since, size, media_type))
     if kept is not None:  # only pages with changes are kept: no reason to wait
         return tagged(request, state, kept, media_type)
     page = await _page(state, found, since, size)
@@ -101,17 +101,42 @@ async def changes(
             page = await _page(newer, found, since, size)
     body = _ndjson(page) if media_type == NDJSON else _json(found.name, since, page)
     if page.changes:
-        pages.put(_page_key(state, request, since, size, media_type), body)
+        pages.put(_page_key(state, request.url.path, since, size, media_type), body)
     return tagged(request, state, body, media_type)
 
 
+def sliced_json_page(
+    state: ServingState, pages: AnswerCache, path: str, stream: Stream, since: str, size: int
+) -> bytes | None:
+    """The JSON body of a page of ``stream``'s walk since the token ``since`` when it needs no
+    read of the snapshot: kept from an earlier request, or sliced from a change file (then
+    kept); None when the snapshot must be read. ApiError as the route answers a bad token
+    (400) or history no longer kept (410). For the short path, which runs no route."""
+    key = _page_key(state, path, since, size, JSON)
+    kept = pages.get(key)
+    if kept is not None:
+        return kept
+    position = _position(state, stream, since)
+    known = (feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror)
+    try:
+        page = feed.sliced_page(stream.name, position, size, known, state.change_files)
+    except feed.HistoryGone as gone:
+        raise history_unavailable(format_datetime(gone.oldest)) from None
+    if page is None:
+        return None
+    body = _json(stream.name, since, page)
+    if page.changes:
+        pages.put(key, body)
+    return body
+
+
 def _page_key(
-    state: ServingState, request: Request, since: str | None, size: int, media_type: str
+    state: ServingState, path: str, since: str | None, size: int, media_type: str
 ) -> AnswerKey:
     """A page's key among the kept pages: the same snapshot, stream, token, size and format
     give the same bytes (the walk a token continues is pinned to one publish)."""
     parameters = (("limit", str(size)), ("since", since or ""))
-    return (state.version.encode(), request.url.path, parameters, media_type.encode())
+    return (state.version.encode(), path, parameters, media_type.encode())
 
 
 async def _page(state: ServingState, stream: Stream, since: str | None, size: int) -> feed.FeedPage:
