@@ -39,7 +39,6 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl
 
 from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
@@ -56,6 +55,7 @@ from serve.gzip_cache import AnswerCache, encode_whole
 from serve.live_snapshot import PAST_STATE, ServingState
 from serve.memento import asked_of, linked
 from serve.observability import Metrics, record_answer, request_id_of, tagged
+from serve.query_strings import query_pairs
 from serve.rate_limit import page_cost
 from serve.responses import Conditions, error_response, revalidated, tagged_answer
 from serve.routers.mirror import JSON, NDJSON, PREFIX, STREAM_NAMES, sliced_json_page
@@ -340,7 +340,7 @@ def _feed_plan(path: str, query: bytes) -> _FeedPage | None:
 def _single_parameters(query: bytes, allowed: frozenset[str]) -> dict[str, str] | None:
     """The query's parameters when each is one of ``allowed`` and none is repeated."""
     try:
-        pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=False)
+        pairs = query_pairs(query)
     except ValueError:
         return None
     given = dict(pairs)

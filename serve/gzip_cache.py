@@ -26,7 +26,6 @@ import sys
 from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl
 
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
@@ -37,6 +36,7 @@ from starlette.middleware.gzip import GZipMiddleware, GZipResponder, IdentityRes
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from serve.erasures import Erasures
+from serve.query_strings import query_pairs
 from serve.validators import with_gzip
 
 # ISA-L's level 0 to 3; the bodies are JSON, which even level 1 shrinks about sevenfold.
@@ -137,7 +137,7 @@ class RouteParameters:
         names = self._names_of(route) if isinstance(route, APIRoute) else None
         if names is not None and not names:
             return ()
-        given = dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+        given = dict(query_pairs(query))
         return tuple(sorted((n, v) for n, v in given.items() if names is None or n in names))
 
     def _names_of(self, route: APIRoute) -> frozenset[str]:
@@ -250,6 +250,18 @@ def _any_accepts_gzip(scope: MutableMapping[str, Any]) -> bool:
     return any(name == b"accept-encoding" and b"gzip" in value for name, value in scope["headers"])
 
 
+def _first_accept_encoding(scope: MutableMapping[str, Any]) -> bytes | None:
+    """The request's first ``Accept-Encoding`` (by which the gzip layer decides), when some
+    ``Accept-Encoding`` takes gzip (without one, the layer is passed through); else None."""
+    first = None
+    takes_gzip = False
+    for name, value in scope["headers"]:
+        if name == b"accept-encoding":
+            first = value if first is None else first
+            takes_gzip = takes_gzip or b"gzip" in value
+    return first if takes_gzip else None
+
+
 # The parameters of an answer no route made: every one of its query.
 _ROUTELESS = RouteParameters()
 
@@ -286,10 +298,11 @@ async def encode_whole(
     its first ``Accept-Encoding`` takes gzip and the body is large enough, with ``Vary``,
     ``Content-Encoding``, ``Content-Length`` and the ETag's gzip form as that layer sets them;
     as it is otherwise. For the short path, which answers before that layer."""
-    if not _any_accepts_gzip(scope) or len(body) < GZIP_MINIMUM_BYTES:
+    first = _first_accept_encoding(scope)
+    if first is None or len(body) < GZIP_MINIMUM_BYTES:
         return body
     sent = body
-    if "gzip" in Headers(scope=scope).get("Accept-Encoding", ""):
+    if b"gzip" in first:
         _mark_compressed_etag(headers)
         version = _snapshot_version(headers) if status == 200 else None
         key = None

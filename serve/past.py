@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from email.utils import format_datetime as http_date
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 
@@ -43,6 +43,7 @@ from ductwork.streams.registry import OPEN_PATHS, stream_serving
 from serve.deps import count_in_scope, key_of, request_cost
 from serve.live_snapshot import PAST_STATE, LiveSnapshot, ServingState
 from serve.past_states import RETRY_AFTER_S, PastBusy, PastStates, PastTooLarge
+from serve.query_strings import query_pairs
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
@@ -107,7 +108,7 @@ class PastRequests:
         request and what opening its publish costs the worker, counted together (429)."""
         key = _key(scope)
         limit = scope["app"].state.key_limit
-        query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
+        query = dict(query_pairs(scope["query_string"]))
         cost = request_cost(spec_path, query)
         try:
             if scope["path"] == PIM_IMAGE_SYNC:  # it starts a job: it has no past
