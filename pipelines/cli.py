@@ -21,7 +21,7 @@ from ductwork.settings import (
     SnapshotStoreSettings,
     load,
 )
-from ductwork.streams.registry import STREAMS
+from ductwork.streams.registry import STREAMS, personal_streams
 from pipelines.usage import UsageError
 
 # The sandbox (and so the demo) ships with the repository, not with the installed package.
@@ -222,7 +222,7 @@ def _parser() -> argparse.ArgumentParser:
         help="Erase records holding personal data from the mirror's every version, then "
         "publish a snapshot without them.",
     )
-    personal = ", ".join(stream.name for stream in STREAMS if stream.personal)
+    personal = ", ".join(stream.name for stream in personal_streams())
     forget.add_argument("stream", help=f"A stream with personal data: {personal}.")
     forget.add_argument("keys", nargs="+", metavar="KEY", help="The records' keys.")
     forget.add_argument("--reason", default=None, help="Why (kept in the audit log).")

@@ -16,7 +16,7 @@ from ductwork.erasure import audit
 from ductwork.erasure.exports import exports_holding
 from ductwork.erasure.forget import Request, lift_suppression, pending_for, write_pending
 from ductwork.settings import HomeSettings, UpstreamSettings, load
-from ductwork.streams.registry import STREAMS
+from ductwork.streams.registry import personal_streams
 from pipelines.usage import UsageError
 
 
@@ -35,9 +35,9 @@ def run_forget(
 ) -> int:
     """Erase (or with ``lift``, lift the suppression of) the keys of a stream with personal
     data; the exit code."""
-    stream = next((s for s in STREAMS if s.name == stream_name), None)
-    if stream is None or not stream.personal:
-        personal = ", ".join(s.name for s in STREAMS if s.personal)
+    stream = next((s for s in personal_streams() if s.name == stream_name), None)
+    if stream is None:
+        personal = ", ".join(s.name for s in personal_streams())
         raise UsageError(f"forget: {stream_name!r} is not a stream with personal data ({personal})")
     keys = list(dict.fromkeys(keys))
     home = load(HomeSettings)
