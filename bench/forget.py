@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import httpx
 
 from bench.memory import BUCKET, sync
 from bench.suite import (
@@ -95,13 +94,7 @@ def files_holding(home: Path, text: str) -> int:
 def measure(up: Upstream, home: Path, work: Path) -> ForgetFindings:
     """Delete the most changed lead upstream, sync, then time ``ductwork forget`` of it."""
     lead, versions, email = most_changed_lead(home)
-    answer = httpx.post(
-        f"{up.url}/_sandbox/delete",
-        json={"leads": [lead]},
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=60,
-    )
-    answer.raise_for_status()
+    assert up.admin.delete_leads([lead]) == [lead]
     env = {"DUCTWORK_HOME": str(home), **upstream_environment(up.url, KEY, up.s3_url, BUCKET)}
     log = work / "children.log"
     sync_s = measured([*LAUNCH, "ductwork", "sync", "--reconcile"], log, env, ROOT).seconds

@@ -58,6 +58,7 @@ import httpx
 from ductwork.run_worker import proc_stat
 from ductwork.settings import upstream_environment
 from pipelines.processes import ProcessGroup, installed_command, wait_until_answering
+from sandbox.admin_client import SandboxAdmin
 from sandbox.local_server import free_socket
 
 KEY = "bench-key"
@@ -153,16 +154,18 @@ class Upstream:
         """The sandbox process's CPU time so far (user + system)."""
         return running_cpu_s(self.pid, "the sandbox")
 
+    @property
+    def admin(self) -> SandboxAdmin:
+        """The sandbox's admin API."""
+        return SandboxAdmin(self.url, KEY)
+
     def stats(self) -> dict[str, int]:
-        headers = {"Authorization": f"Bearer {KEY}"}
-        return httpx.get(f"{self.url}/_sandbox/stats", headers=headers, timeout=60).json()
+        """The sandbox's record counts."""
+        return self.admin.stats()
 
     def mutate(self, counts: dict[str, int]) -> None:
-        headers = {"Authorization": f"Bearer {KEY}"}
-        answer = httpx.post(
-            f"{self.url}/_sandbox/mutate", json=counts, headers=headers, timeout=300
-        )
-        answer.raise_for_status()
+        """Change that many records of each kind upstream."""
+        self.admin.mutate(counts)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from pipelines.jobs import RECONCILE_CONFIG
+from sandbox.admin_client import SandboxAdmin
 from sandbox.local_server import serving
 from sandbox.server import SandboxHandle
 from serve.app import create_app
@@ -58,26 +59,14 @@ def api_over(home: Path, key: str | None = None) -> Iterator[ReadApi]:
 
 def mutate(upstream: SandboxHandle, **counts: int) -> dict:
     """Change the sandbox's data through its admin API."""
-    answer = httpx.post(
-        f"{upstream.url}/_sandbox/mutate",
-        json=counts,
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-        timeout=60,
-    )
-    answer.raise_for_status()
-    return answer.json()
+    return SandboxAdmin(upstream.url, upstream.api_key, timeout_s=60).mutate(counts)
 
 
 def delete_upstream(upstream: SandboxHandle, lead_id: str) -> None:
     """Delete one lead upstream, through the sandbox's admin API."""
-    answer = httpx.post(
-        f"{upstream.url}/_sandbox/delete",
-        json={"leads": [lead_id]},
-        headers={"Authorization": f"Bearer {upstream.api_key}"},
-        timeout=60,
-    )
-    answer.raise_for_status()
-    assert answer.json() == {"leads": [lead_id]}
+    assert SandboxAdmin(upstream.url, upstream.api_key, timeout_s=60).delete_leads([lead_id]) == [
+        lead_id
+    ]
 
 
 def listed_leads(base_url: str, key: str, fields: str | None = None) -> list[dict]:
