@@ -36,6 +36,10 @@ class RefusedClients:
     def __init__(self) -> None:
         self._until: dict[str, float] = {}
 
+    def __bool__(self) -> bool:
+        """Whether any client is (or was, not yet forgotten) refused."""
+        return bool(self._until)
+
     def refusing(self, client: str) -> float | None:
         """Seconds left of ``client``'s refusal; None when it is not refused (any refusal
         that ended is forgotten)."""
@@ -76,8 +80,8 @@ class FailedRequestLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = client_address(scope)
-        left = self.refused.refusing(client)
+        # Parsing the address costs more than the rest: only when some client is refused.
+        left = self.refused.refusing(client_address(scope)) if self.refused else None
         if left is not None:
             refusal = rate_limited(math.ceil(left), "Too many failed requests")
             await error_response(refusal, scope["path"])(scope, receive, send)
@@ -92,6 +96,7 @@ class FailedRequestLimit:
 
         await self.app(scope, receive, noting_status)
         if status == 401 or (status == 404 and not scope.get(KEY_COUNTED)):
+            client = client_address(scope)
             wait = await self.limit.check(client)
             if wait is not None:
                 self.refused.refuse(client, wait)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import os
 import threading
 from collections import OrderedDict
@@ -141,6 +142,10 @@ class PastStates:
     def _load_and_hold(self, current: ServingState, publish: Publish) -> ServingState:
         try:
             state = self._load_unerased(current, publish)
+            # Its indexes are long-lived objects, as the current snapshot's are: kept out of
+            # the collector's sight (``serve.live_snapshot``), lest full collections walk them
+            # in the middle of later requests.
+            gc.freeze()
             with self._lock:
                 self._states[publish.version] = state
                 while len(self._states) > self._keep:

@@ -11,8 +11,10 @@ the rest are unit tests of the pieces, on arrays built here.
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
+import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,11 +26,14 @@ import pytest
 from ductwork import snapshots
 from ductwork.history import feed
 from ductwork.history.change_files import (
+    ENTRIES,
     ChangeFile,
     ChangeFiles,
     ChangeSlice,
+    write_change_file,
     write_change_files,
 )
+from ductwork.history.gzip_chunks import CHUNK_ROWS, deflated_chunks
 from ductwork.history.page_columns import ChangeColumns, listed_columns
 from ductwork.history.walks import Listing, WalkListings
 from ductwork.settings import HomeSettings
@@ -353,3 +358,47 @@ class EveryKeyHeld:
 
     def records_at(self, positions: np.ndarray) -> pa.Array:
         return pa.array([b"{}"] * len(positions), pa.large_binary())
+
+
+def entries_table(count: int) -> pa.Table:
+    """``count`` change-file entries of assorted lengths, in (version, key) order."""
+    keys = [f"K-{index:05d}" for index in range(count)]
+    entries = [
+        b'{"op":"upsert","key":"' + key.encode() + b'","record":{"n":"' + b"x" * (i % 97) + b'"}},'
+        for i, key in enumerate(keys)
+    ]
+    return pa.table(
+        [pa.array(np.arange(count) // 50, pa.int64()), pa.array(keys), pa.array([False] * count),
+         pa.array(entries, pa.large_binary())],
+        schema=ENTRIES,
+    )  # fmt: skip
+
+
+def test_a_pages_gzip_from_the_files_chunks_inflates_to_the_page_wherever_it_starts_and_ends(
+    tmp_path: Path,
+) -> None:
+    """Pages starting and ending on and between chunk boundaries, one entry, one chunk, many:
+    the gzip assembled from the change file's compressed chunks is the page's body."""
+    write_change_file(entries_table(700), tmp_path, "changes")
+    opened = ChangeFile.open(tmp_path / "changes")
+    assert opened is not None
+    head, tail = b'{"next":"T","changes":[', b"]}"
+    for start, end in [(0, 700), (0, 64), (0, 65), (1, 128), (63, 129), (64, 128), (64, 640),
+                       (100, 101), (130, 192), (5, 699), (699, 700)]:  # fmt: skip
+        data = opened.entries.slice(start, end - start)
+        body = head + b"".join(data.to_pylist())[:-1] + tail
+        assert gzip.decompress(opened.gzip_of(body, len(head), start, end)) == body, (start, end)
+
+
+def test_each_compressed_chunk_of_a_change_file_is_its_rows_entries() -> None:
+    """What the chunks hold is what the entries hold (a text search of the entries finds what
+    the file holds); every chunk-th row has one, the others none."""
+    table = entries_table(300)
+    chunks = deflated_chunks(table.column("entry").combine_chunks())
+    entries = table.column("entry").to_pylist()
+    for row, chunk in enumerate(chunks.to_pylist()):
+        if row % CHUNK_ROWS:
+            assert chunk is None
+            continue
+        inflated = zlib.decompressobj(-zlib.MAX_WBITS).decompress(chunk)
+        assert inflated == b"".join(entries[row : row + CHUNK_ROWS])

@@ -45,10 +45,14 @@ _PREFIXES: tuple[tuple[str, Family], ...] = (
 )
 
 
+# Each prefix with its folder form, made once: this runs for every request.
+_FOLDERS = tuple((prefix, prefix + "/", family) for prefix, family in _PREFIXES)
+
+
 def family_of(path: str) -> Family | None:
     """Return the family a request path belongs to, or None outside the four prefixes."""
-    for prefix, family in _PREFIXES:
-        if path == prefix or path.startswith(prefix + "/"):
+    for prefix, folder, family in _FOLDERS:
+        if path == prefix or path.startswith(folder):
             return family
     return None
 

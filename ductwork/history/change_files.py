@@ -7,12 +7,15 @@ the log of changes, then finds each key's record. Instead, every publish writes 
 listing of every key changed since the oldest publish kept, each with its last change and its
 entry as the feed writes it (``Change.json_bytes``) followed by a comma: every walk pinned to
 that publish is a suffix of it, and a page of one is a slice, whose JSON entries are the
-slice's bytes less the last comma.
+slice's bytes less the last comma. Every ``gzip_chunks.CHUNK_ROWS`` rows also hold their
+entries compressed (``deflated``), from which a page's gzip body is assembled
+(``ductwork.history.gzip_chunks``).
 
 A publish writes its file from the last publish's (its entries, but those of the keys changed
 now and of changes no longer kept, then the entries of the keys changed now, by key), or from
 the history's log when that one is missing. Layout: an Arrow IPC file of one record batch,
-``version`` (int64: the publish of the key's last change), ``key``, ``deleted`` and ``entry``.
+``version`` (int64: the publish of the key's last change), ``key``, ``deleted``, ``entry`` and
+``deflated``.
 A server maps it; without it (a replica receives the snapshots alone; a snapshot published
 before change files were written) a walk is read from the history.
 """
@@ -35,6 +38,7 @@ from ductwork import file_modes
 from ductwork.contract.encoding import dumps
 from ductwork.history import feed
 from ductwork.history.feed import Change, Publish, opening_of, publish_members
+from ductwork.history.gzip_chunks import CHUNK_ROWS, deflated_chunks, gzip_around, value_offsets
 from ductwork.history.page_columns import ChangeColumns, PositionedChanges, joined_data
 from ductwork.history.walks import Listing, writable_as_is
 from ductwork.snapshots import CHANGES_PARTIAL, CHANGES_PREFIX, change_file_name
@@ -42,16 +46,18 @@ from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS
 from warehouse_sql import section
 
-FORMAT = {b"ductwork-change-file": b"1"}
-SCHEMA = pa.schema(
+FORMAT = {b"ductwork-change-file": b"2"}
+# The entries of a change file, as a publish works them out.
+ENTRIES = pa.schema(
     [
         ("version", pa.int64()),
         ("key", pa.string()),
         ("deleted", pa.bool_()),
         ("entry", pa.large_binary()),  # the entry's JSON, then a comma
-    ],
-    metadata=FORMAT,
+    ]
 )
+# The file: the entries, and every CHUNK_ROWS rows those rows' entries compressed.
+SCHEMA = pa.schema([*ENTRIES, ("deflated", pa.large_binary())], metadata=FORMAT)
 OPENED = 16  # change files a server keeps open per snapshot (a walk pinned to an older publish)
 _NOTHING = pa.scalar(b"", pa.large_binary())
 
@@ -77,7 +83,7 @@ def write_change_files(con: duckdb.DuckDBPyConnection, folder: Path) -> dict[str
             table = _carried_on(con, stream, last, head.seq, oldest.seq, publish_of)
         if table is None:
             table = _from_log(con, stream, head.seq, oldest.seq, publish_of)
-        _write(table, folder, change_file_name(head.version, stream.name))
+        write_change_file(table, folder, change_file_name(head.version, stream.name))
         written[stream.name] = table.num_rows
     return written
 
@@ -102,7 +108,7 @@ def _carried_on(
         pc.greater(pa.array(last.versions), oldest),
         pc.invert(pc.is_in(last.keys, value_set=changed)),
     )
-    still = last.table.filter(holding)
+    still = last.table.select(ENTRIES.names).filter(holding)
     now = _entries(con, stream, changed, np.full(len(changed), seq, np.int64), publish_of)
     return pa.concat_tables([still, now]).combine_chunks()
 
@@ -149,12 +155,16 @@ def _entries(
     else:  # a key with a character JSON escapes: written by ``dumps``, entry by entry
         entries = pa.array([change.json_bytes() + b"," for change in columns], pa.large_binary())
     deleted = pc.is_null(records)
-    return pa.table([pa.array(versions, pa.int64()), keys, deleted, entries], schema=SCHEMA)
+    return pa.table([pa.array(versions, pa.int64()), keys, deleted, entries], schema=ENTRIES)
 
 
-def _write(table: pa.Table, folder: Path, name: str) -> None:
-    """Write ``table`` as the change file ``name`` in ``folder``: under a temporary name,
-    flushed to disk, then renamed into place."""
+def write_change_file(table: pa.Table, folder: Path, name: str) -> None:
+    """Write ``table`` (its entries) as the change file ``name`` in ``folder``, with their
+    compressed chunks: under a temporary name, flushed to disk, then renamed into place."""
+    table = table.combine_chunks()
+    table = pa.Table.from_arrays(
+        [*table.columns, deflated_chunks(_column(table, "entry"))], schema=SCHEMA
+    )
     modes = file_modes.current()
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=CHANGES_PREFIX, suffix=CHANGES_PARTIAL)
     try:
@@ -179,6 +189,8 @@ class ChangeFile:
         self.keys = _column(table, "key")
         self.deleted = _column(table, "deleted")
         self.entries = _column(table, "entry")
+        self.deflated = _column(table, "deflated")
+        self.offsets = value_offsets(self.entries)
 
     @classmethod
     def open(cls, path: Path) -> ChangeFile | None:
@@ -215,8 +227,23 @@ class ChangeFile:
             self.deleted.slice(start, end - start),
             self.entries.slice(start, end - start),
             publish_of,
+            (self, start),
         )
         return found, end < len(self)
+
+    def gzip_of(self, body: bytes, entries_at: int, start: int, end: int) -> bytes:
+        """``body``, which holds rows ``[start, end)``'s entries from byte ``entries_at`` on
+        (the last one without its comma), as gzip: the chunks wholly inside the rows but the
+        one holding the last row taken as they are, the rest compressed now."""
+        first = -(-start // CHUNK_ROWS)  # the first chunk starting inside the rows
+        last = (end - 1) // CHUNK_ROWS  # the chunk holding the last row, left out
+        if first >= last:
+            return gzip_around(body, 0, 0, ())
+        base = int(self.offsets[start]) - entries_at
+        middle_at = int(self.offsets[first * CHUNK_ROWS]) - base
+        middle_end = int(self.offsets[last * CHUNK_ROWS]) - base
+        rows = range(first * CHUNK_ROWS, last * CHUNK_ROWS, CHUNK_ROWS)
+        return gzip_around(body, middle_at, middle_end, [self.deflated[r].as_py() for r in rows])
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:
@@ -236,12 +263,20 @@ class ChangeSlice(PositionedChanges):
         deleted: pa.Array,
         entries: pa.Array,
         publish_of: Callable[[int], Publish],
+        origin: tuple[ChangeFile, int],
     ) -> None:
         self.keys = keys
         self.versions = versions
         self.deleted = deleted
         self.entries = entries
         self.publish_of = publish_of
+        self.origin = origin  # the file, and the row of the slice's first change in it
+
+    def gzip_of(self, body: bytes, entries_at: int) -> bytes:
+        """``body``, holding the slice's entries written with commas from byte
+        ``entries_at`` on, as gzip, from the file's compressed chunks where it can."""
+        file, start = self.origin
+        return file.gzip_of(body, entries_at, start, start + len(self.versions))
 
     def change_at(self, index: int) -> Change:
         publish = self.publish_of(int(self.versions[index]))

@@ -52,13 +52,20 @@ def stream_of_asset(asset: str) -> Stream | None:
 def stream_serving(path: str) -> Stream | None:
     """The stream a spec path draws on: the one whose own path is the path or a folder of it,
     else the one that ``serves_below`` a prefix of it; None for a path of no stream."""
-    for stream in STREAMS:
-        if path == stream.path or path.startswith(stream.path + "/"):
+    for own, folder, stream in _OWN_PATHS:
+        if path == own or path.startswith(folder):
             return stream
-    for stream in STREAMS:
-        if stream.serves_below is not None and path.startswith(stream.serves_below):
+    for below, stream in _SERVED_BELOW:
+        if path.startswith(below):
             return stream
     return None
+
+
+# What ``stream_serving`` compares, made once: it runs for every request of the read API.
+_OWN_PATHS = tuple((stream.path, stream.path + "/", stream) for stream in STREAMS)
+_SERVED_BELOW = tuple(
+    (stream.serves_below, stream) for stream in STREAMS if stream.serves_below is not None
+)
 
 
 def all_steps() -> list[Step]:

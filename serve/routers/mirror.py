@@ -7,6 +7,9 @@ A key needs the scope of the stream's family, or the stream's own (``stream:<nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -22,6 +25,7 @@ from ductwork.contract.errors import (
 )
 from ductwork.contract.params import read_int
 from ductwork.history import feed
+from ductwork.history.change_files import ChangeSlice
 from ductwork.keys import ApiKey, grants, lacking
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS
@@ -37,6 +41,7 @@ PREFIX = "/_ductwork/v1"
 NDJSON = "application/x-ndjson"
 JSON = "application/json"
 MAX_WAIT_S = 60
+CHANGES_MEMBER = b',"changes":['  # what a JSON page's entries follow
 router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=MIRROR_ERRORS)
 STREAM_NAMES = {stream.name: stream for stream in STREAMS}
 
@@ -105,17 +110,26 @@ async def changes(
     return tagged(request, state, body, media_type)
 
 
+@dataclass(frozen=True)
+class QuickPage:
+    """A feed page's JSON body, and for one sliced from a change file just now, a way to its
+    gzip form from the file's compressed chunks."""
+
+    body: bytes
+    gzipped: Callable[[], bytes] | None = None
+
+
 def sliced_json_page(
     state: ServingState, pages: AnswerCache, path: str, stream: Stream, since: str, size: int
-) -> bytes | None:
-    """The JSON body of a page of ``stream``'s walk since the token ``since`` when it needs no
-    read of the snapshot: kept from an earlier request, or sliced from a change file (then
-    kept); None when the snapshot must be read. ApiError as the route answers a bad token
-    (400) or history no longer kept (410). For the short path, which runs no route."""
+) -> QuickPage | None:
+    """A page of ``stream``'s walk since the token ``since`` when it needs no read of the
+    snapshot: kept from an earlier request, or sliced from a change file (then kept); None
+    when the snapshot must be read. ApiError as the route answers a bad token (400) or
+    history no longer kept (410). For the short path, which runs no route."""
     key = _page_key(state, path, since, size, JSON)
     kept = pages.get(key)
     if kept is not None:
-        return kept
+        return QuickPage(kept)
     position = _position(state, stream, since)
     known = (feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror)
     try:
@@ -125,9 +139,13 @@ def sliced_json_page(
     if page is None:
         return None
     body = _json(stream.name, since, page)
-    if page.changes:
-        pages.put(key, body)
-    return body
+    if not page.changes:
+        return QuickPage(body)
+    pages.put(key, body)
+    if not isinstance(page.changes, ChangeSlice):
+        return QuickPage(body)
+    entries_at = body.index(CHANGES_MEMBER) + len(CHANGES_MEMBER)
+    return QuickPage(body, partial(page.changes.gzip_of, body, entries_at))
 
 
 def _page_key(
@@ -189,7 +207,7 @@ def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
             "snapshot": page.pinned.version,
         }
     )
-    return b"".join((head[:-1], b',"changes":[', page.entries(b","), b"]}"))  # one copy
+    return b"".join((head[:-1], CHANGES_MEMBER, page.entries(b","), b"]}"))  # one copy
 
 
 def _ndjson(page: feed.FeedPage) -> bytes:
