@@ -14,6 +14,7 @@ from bench.results import (
     Report,
     answers_held,
     lost_requests,
+    render,
     unexpected_answers,
 )
 from bench.suite import MIB, Findings, Measured, SyncRun
@@ -174,3 +175,14 @@ def test_a_feed_pages_first_request_is_judged_against_twice_the_list_page() -> N
     report = Report(found, argparse.Namespace(runs=3, large_runs=1, dlt_runs=1))
     report.history()
     assert [word for figure, _, _, word in report.summary if figure == first] == ["**met**"]
+
+
+def test_the_results_head_says_how_many_dlt_runs_the_budget_left_of_those_asked() -> None:
+    found = Findings()
+    found.peer = {"medium": [object()]}  # one run made, where three were asked
+    options = argparse.Namespace(
+        runs=3, large_runs=1, dlt_runs=3, scales=["medium", "large"], wrk_threads=2,
+        wrk_connections=32, serve_seconds=4, budget_min=25,
+    )  # fmt: skip
+    head = render(found, options, 60.0, "make bench").split("## Summary")[0]
+    assert "dlt 1 of the 3 asked" in head
