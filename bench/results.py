@@ -142,6 +142,18 @@ def answers_held(run: Mapping[str, Any], expected: Mapping[str, float]) -> bool:
     return unexpected_answers(statuses, expected) == 0 and lost <= LOSS_LIMIT * (answered + lost)
 
 
+# ductwork's bytes per answer against the ceiling's (which repeats copies of its answers) in a
+# mix: below this share, ductwork answered something smaller than what the ceiling copies.
+BYTES_SHARE = 0.95
+
+
+def answer_bytes(runs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The median of the runs' bytes read per answer (wrk's count, heads included); None when
+    the runs did not count bytes."""
+    sizes = [r["bytes"] / r["requests"] for r in runs if r.get("bytes") and r.get("requests")]
+    return statistics.median(sizes) if sizes else None
+
+
 def lost_requests(run: Mapping[str, Any]) -> int:
     """The requests of a load run that got no answer."""
     return int(run.get("socket_errors", 0)) + int(run.get("unanswered", 0))
@@ -521,13 +533,26 @@ class Report:
             share = _median(r["rps"] for r in results["ductwork"]) / _median(
                 r["rps"] for r in results["ceiling"]
             )
-            held = all(answers_held(r, expected) for r in results["ductwork"])
+            sizes = {server: answer_bytes(results[server]) for server in ("ductwork", "ceiling")}
+            full = sizes["ceiling"] is None or (
+                sizes["ductwork"] is not None
+                and sizes["ductwork"] >= BYTES_SHARE * sizes["ceiling"]
+            )
+            held = full and all(answers_held(r, expected) for r in results["ductwork"])
             target = serving_share_target(name)
             shares = ", ".join(f"{status}: {part:.0%}" for status, part in expected.items())
             self.body += [f"#### {name}", "", setup["mixes"][name] + f" (answers: {shares}).", ""]
             self.body += _table(
                 [*self.run_header("server"), "p50 ms", "p99 ms", *ANSWER_COLUMNS], rows
             )
+            if sizes["ductwork"] is not None and sizes["ceiling"] is not None:
+                self.body += [
+                    f"Bytes read per answer (head and body, median of the runs): ductwork "
+                    f"{sizes['ductwork']:,.0f}, ceiling {sizes['ceiling']:,.0f}; ductwork's must "
+                    f"be at least {BYTES_SHARE:.0%} of the ceiling's copies (its heads carry "
+                    "more headers), or its answers are not the ones the ceiling copies.",
+                    "",
+                ]
             value = f"{share:.0%}" if held else f"{share:.0%}, answers not as the mix asks"
             word = self.verdict(
                 f"serving: {name} / ceiling", value, f"≥ {target:.0%}", held and share >= target

@@ -186,3 +186,30 @@ def test_the_results_head_says_how_many_dlt_runs_the_budget_left_of_those_asked(
     )  # fmt: skip
     head = render(found, options, 60.0, "make bench").split("## Summary")[0]
     assert "dlt 1 of the 3 asked" in head
+
+
+def test_answers_smaller_than_the_ceilings_copies_miss_the_serving_target() -> None:
+    """A fast server whose statuses are right but whose answers are short of what the ceiling
+    repeats (truncated, or another body) is no ground for a verdict."""
+    good = {"200": 8000, "304": 1000, "404": 1000}
+
+    def sized(rps: float, per_answer: int) -> dict:
+        return {**run(rps, good), "requests": 10_000, "bytes": 10_000 * per_answer}
+
+    found = Findings()
+    found.serving = {LOOKUPS: {"ductwork": [sized(9000, 1100)] * 3,
+                               "ceiling": [sized(10_000, 1000)] * 3}}  # fmt: skip
+    found.serving_setup = {
+        "workers": 2, "mixes": {LOOKUPS: "every SKU in turn"}, "expected": {LOOKUPS: EXPECTED},
+    }  # fmt: skip
+    options = argparse.Namespace(
+        runs=3, large_runs=1, dlt_runs=1, wrk_threads=2, wrk_connections=32, serve_seconds=4
+    )
+    report = Report(found, options)
+    report.serving()
+    assert report.summary[0][-1] == "**met**"
+    found.serving[LOOKUPS]["ductwork"] = [sized(9000, 900)] * 3  # 90 % of the ceiling's bytes
+    short = Report(found, options)
+    short.serving()
+    assert short.summary[0][-1] == "**missed**"
+    assert "answers not as the mix asks" in short.summary[0][1]
