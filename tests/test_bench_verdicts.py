@@ -55,9 +55,10 @@ def test_a_run_holds_only_without_unexpected_answers_and_with_losses_within_the_
     assert lost_requests(paced) == 11 and not answers_held(paced, EXPECTED)
 
 
-def _report(ours: list[dict]) -> Report:
+def _report(ours: list[dict], ceiling: list[dict] | None = None) -> Report:
     found = Findings()
-    found.serving = {LOOKUPS: {"ductwork": ours, "ceiling": [run(10_000, {"200": 10})] * 3}}
+    ceiling = ceiling or [run(10_000, {"200": 10})] * 3
+    found.serving = {LOOKUPS: {"ductwork": ours, "ceiling": ceiling}}
     found.serving_setup = {
         "workers": 2, "mixes": {LOOKUPS: "every SKU in turn"}, "expected": {LOOKUPS: EXPECTED},
     }  # fmt: skip
@@ -196,20 +197,8 @@ def test_answers_smaller_than_the_ceilings_copies_miss_the_serving_target() -> N
     def sized(rps: float, per_answer: int) -> dict:
         return {**run(rps, good), "requests": 10_000, "bytes": 10_000 * per_answer}
 
-    found = Findings()
-    found.serving = {LOOKUPS: {"ductwork": [sized(9000, 1100)] * 3,
-                               "ceiling": [sized(10_000, 1000)] * 3}}  # fmt: skip
-    found.serving_setup = {
-        "workers": 2, "mixes": {LOOKUPS: "every SKU in turn"}, "expected": {LOOKUPS: EXPECTED},
-    }  # fmt: skip
-    options = argparse.Namespace(
-        runs=3, large_runs=1, dlt_runs=1, wrk_threads=2, wrk_connections=32, serve_seconds=4
-    )
-    report = Report(found, options)
-    report.serving()
-    assert report.summary[0][-1] == "**met**"
-    found.serving[LOOKUPS]["ductwork"] = [sized(9000, 900)] * 3  # 90 % of the ceiling's bytes
-    short = Report(found, options)
-    short.serving()
+    ceiling = [sized(10_000, 1000)] * 3
+    assert _report([sized(9000, 1100)] * 3, ceiling).summary[0][-1] == "**met**"
+    short = _report([sized(9000, 900)] * 3, ceiling)  # 90 % of the ceiling's bytes
     assert short.summary[0][-1] == "**missed**"
     assert "answers not as the mix asks" in short.summary[0][1]

@@ -130,12 +130,7 @@ def sliced_json_page(
     kept = pages.get(key)
     if kept is not None:
         return QuickPage(kept)
-    position = _position(state, stream, since)
-    known = (feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror)
-    try:
-        page = feed.sliced_page(stream.name, position, size, known, state.change_files)
-    except feed.HistoryGone as gone:
-        raise history_unavailable(format_datetime(gone.oldest)) from None
+    page = _sliced(state, stream, _position(state, stream, since), size)
     if page is None:
         return None
     body = _json(stream.name, since, page)
@@ -162,13 +157,10 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
     a millisecond: handing it to a worker thread cost more), otherwise read in a worker thread
     from ``state``'s snapshot."""
     position = _position(state, stream, since)
-    known = (feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror)
-    try:
-        sliced = feed.sliced_page(stream.name, position, size, known, state.change_files)
-    except feed.HistoryGone as gone:
-        raise history_unavailable(format_datetime(gone.oldest)) from None
+    sliced = _sliced(state, stream, position, size)
     if sliced is not None:
         return sliced
+    known = _known(state, stream)
 
     def read() -> feed.FeedPage:
         con = state.reader.cursor()
@@ -181,6 +173,24 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
             raise history_unavailable(format_datetime(gone.oldest)) from None
 
     return await run_in_threadpool(read)
+
+
+def _known(state: ServingState, stream: Stream) -> tuple[list[feed.Publish], str]:
+    """The publishes the stream's history keeps in ``state``, and the mirror's name."""
+    return feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror
+
+
+def _sliced(
+    state: ServingState, stream: Stream, position: feed.Position, size: int
+) -> feed.FeedPage | None:
+    """The page at ``position`` when it needs no read of the snapshot (``feed.sliced_page``);
+    410 when the history it needs is no longer kept."""
+    try:
+        return feed.sliced_page(
+            stream.name, position, size, _known(state, stream), state.change_files
+        )
+    except feed.HistoryGone as gone:
+        raise history_unavailable(format_datetime(gone.oldest)) from None
 
 
 def _position(state: ServingState, stream: Stream, since: str | None) -> feed.Position:
