@@ -34,7 +34,12 @@ import duckdb
 from ductwork import file_modes, snapshot_guard
 from ductwork.history.recording import Erase, as_of_macro, kept_tables, record_publish
 from ductwork.streams.registry import STREAMS, numbered_lists
-from ductwork.warehouse.schema import add_snapshot_extras, schema_sql, snapshot_sql
+from ductwork.warehouse.schema import (
+    add_snapshot_extras,
+    drop_warehouse_only,
+    schema_sql,
+    snapshot_sql,
+)
 from ductwork.warehouse_stamp import (
     STAMP,
     WarehouseStamp,
@@ -376,6 +381,9 @@ def _copy_into(
         rows_before = _row_id_extents(warehouse, "snapshot_target")
         warehouse.execute("USE snapshot_target")
         try:
+            # First what no copy keeps (the erasures' schema): left to ``drop_strays``, it is
+            # beyond the published catalog and has the expected catalog built every publish.
+            drop_warehouse_only(warehouse)
             # Readers refuse a snapshot holding anything a publish does not make: what the
             # warehouse holds beyond that (a removed stream's tables) stays out of the copy.
             snapshot_guard.drop_strays(warehouse, published)
