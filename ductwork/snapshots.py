@@ -256,10 +256,13 @@ def publish(
             return Publication(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
             )
-    # The rows of the versioned tables are hashed once, for the fingerprint and the history.
-    hashed = hash_current_rows(warehouse)
-    fingerprint = content_fingerprint(warehouse, hashed) + release
-    live_fingerprint, live_catalog = _published_facts(live) if live is not None else (None, None)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The current snapshot's file is read on another thread while the warehouse is hashed.
+        facts = pool.submit(_published_facts, live) if live is not None else None
+        # The rows of the versioned tables are hashed once, for the fingerprint and the history.
+        hashed = hash_current_rows(warehouse)
+        fingerprint = content_fingerprint(warehouse, hashed) + release
+    live_fingerprint, live_catalog = facts.result() if facts is not None else (None, None)
     if live is not None and live_fingerprint == fingerprint and erase is None:
         # Written since the stamp, yet the same content: stamp the file as the log's
         # checkpoint leaves it, so the next run that writes nothing is vouched for. Should the
