@@ -23,7 +23,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,9 +33,21 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes, snapshot_guard
-from ductwork.history.recording import Erase, as_of_macro, kept_tables, record_publish
+from ductwork.history.recording import (
+    Erase,
+    as_of_macro,
+    hash_current_rows,
+    kept_tables,
+    now_hashes_name,
+    record_publish,
+)
 from ductwork.streams.registry import STREAMS, numbered_lists
-from ductwork.warehouse.schema import add_snapshot_extras, schema_sql, snapshot_sql
+from ductwork.warehouse.schema import (
+    add_snapshot_extras,
+    drop_warehouse_only,
+    schema_sql,
+    snapshot_sql,
+)
 from ductwork.warehouse_stamp import (
     STAMP,
     WarehouseStamp,
@@ -138,21 +151,35 @@ class Publication:
     fingerprinted: bool = True
 
 
-def content_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
+def content_fingerprint(con: duckdb.DuckDBPyConnection, hashed: Collection[str] = ()) -> str:
     """A fingerprint of every table's content in the database in use: per table, its row count
     and an order-independent sum of row hashes, run-time columns (``synced_at``, a bookmark's
-    ``updated_at``) left out. Equal content gives an equal fingerprint."""
+    ``updated_at``) left out. Equal content gives an equal fingerprint.
+
+    ``hashed`` names the tables whose rows ``hash_current_rows`` hashed (the same hashes):
+    their sums are taken from those."""
     # One query over every table, so that DuckDB's threads share the tables between them (most
     # tables are a single row group, which one query per table would hash on one thread).
     tables = con.execute(read_sql("content_columns")).fetchall()
     sums = " UNION ALL ".join(
-        f"SELECT {index} AS position, count(*), "
-        f"coalesce(sum(hash({', '.join(quote_identifier(c) for c in columns)})::HUGEINT), 0) "
-        f"FROM {quote_identifier(table)}"
+        f"SELECT {index} AS position, count(*), coalesce(sum({_row_hash(table, columns, hashed)}"
+        f"::HUGEINT), 0) FROM {_hashed_rows(table, hashed)}"
         for index, (table, columns) in enumerate(tables)
     )
     counted = con.execute(f"{sums} ORDER BY position").fetchall() if tables else []
     return ";".join(f"{tables[index][0]}:{count}:{total}" for index, count, total in counted)
+
+
+def _row_hash(table: str, columns: list[str], hashed: Collection[str]) -> str:
+    """The expression of a row's hash in the fingerprint's sum of ``table``."""
+    if table in hashed:
+        return "row_hash"
+    return f"hash({', '.join(quote_identifier(c) for c in columns)})"
+
+
+def _hashed_rows(table: str, hashed: Collection[str]) -> str:
+    """What the fingerprint's sum of ``table`` reads: the table, or its rows' hashes."""
+    return now_hashes_name(table) if table in hashed else quote_identifier(table)
 
 
 def _release_digest() -> str:
@@ -229,8 +256,13 @@ def publish(
             return Publication(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
             )
-    fingerprint = content_fingerprint(warehouse) + release
-    live_fingerprint, live_catalog = _published_facts(live) if live is not None else (None, None)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The current snapshot's file is read on another thread while the warehouse is hashed.
+        facts = pool.submit(_published_facts, live) if live is not None else None
+        # The rows of the versioned tables are hashed once, for the fingerprint and the history.
+        hashed = hash_current_rows(warehouse)
+        fingerprint = content_fingerprint(warehouse, hashed) + release
+    live_fingerprint, live_catalog = facts.result() if facts is not None else (None, None)
     if live is not None and live_fingerprint == fingerprint and erase is None:
         # Written since the stamp, yet the same content: stamp the file as the log's
         # checkpoint leaves it, so the next run that writes nothing is vouched for. Should the
@@ -256,23 +288,16 @@ def publish(
             unchanged=unchanged_tables(live_fingerprint, fingerprint),
             stream_keep=stream_keep,
             erase=erase,
+            # An erasure may delete current rows: their hashes are then taken anew.
+            hashed=hashed if erase is None else (),
         )
-        # Imported here: it imports Arrow, which a process that only opens snapshots needs not;
-        # and Arrow first without pandas, which its first conversion would import for nothing.
-        from ductwork.warehouse.columns import pyarrow_without_pandas
-
-        pyarrow_without_pandas()
-        from ductwork.history.change_files import write_change_files
-
-        # Before the snapshot is current, so that every server of it finds them.
-        write_change_files(warehouse, snapshots_dir)
         try:
             # The current snapshot's catalog, when this release published it, is what a
             # publish makes: the copy is checked against it before building that catalog anew.
             published = live_catalog if same_release(live_fingerprint, fingerprint) else None
             _copy_into(warehouse, database, staging, version, fingerprint, published)
             file_modes.fsync(staging)
-            snapshot_guard.write_checksum(staging, beside=final)
+            _write_change_files_and_checksum(warehouse, snapshots_dir, staging, final)
         except BaseException:
             # A failed publish (a full disk, most likely) must not leave a half-written copy
             # behind to take the space the next attempt needs.
@@ -283,6 +308,27 @@ def publish(
     published = Snapshot(version, final)
     _stamp(snapshots_dir, database.path, published, fingerprint)
     return Publication(published, copied=True, fingerprint=fingerprint)
+
+
+def _write_change_files_and_checksum(
+    warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path, staging: Path, final: Path
+) -> None:
+    """Write every stream's change file (before the snapshot is current, so that every server
+    of it finds them) while another thread reads the finished copy ``staging`` for the
+    checksum it will carry as ``final``: the two overlap, neither waits for the other."""
+    # Imported here: it imports Arrow, which a process that only opens snapshots needs not;
+    # and Arrow first without pandas, which its first conversion would import for nothing.
+    from ductwork.warehouse.columns import pyarrow_without_pandas
+
+    pyarrow_without_pandas()
+    from ductwork.history.change_files import write_change_files
+
+    # Leaving the pool waits for its thread, whatever happened: a failed publish does not
+    # remove the copy while it is read.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        checksum = pool.submit(snapshot_guard.checksum_of, staging)
+        write_change_files(warehouse, snapshots_dir)
+    snapshot_guard.write_checksum_text(final, checksum.result())
 
 
 def _vouch_for(live: Snapshot) -> None:
@@ -376,6 +422,9 @@ def _copy_into(
         rows_before = _row_id_extents(warehouse, "snapshot_target")
         warehouse.execute("USE snapshot_target")
         try:
+            # First what no copy keeps (the erasures' schema): left to ``drop_strays``, it is
+            # beyond the published catalog and has the expected catalog built every publish.
+            drop_warehouse_only(warehouse)
             # Readers refuse a snapshot holding anything a publish does not make: what the
             # warehouse holds beyond that (a removed stream's tables) stays out of the copy.
             snapshot_guard.drop_strays(warehouse, published)

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from ductwork import snapshot_guard, snapshots
-from ductwork.history import feed
+from ductwork.history import feed, recording
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import CONTRACTORS, DIGITAL_ASSETS, LEADS, PAIRINGS, STREAMS
@@ -234,6 +234,24 @@ def test_a_table_versioned_for_the_first_time_is_compared_even_when_unchanged(
     second = mirror.publish()
     found = mirror.rows_as_of(second, second.version, "SELECT contractor_id FROM contractors")
     assert found == [("c1",)]
+
+
+def test_the_fingerprint_from_the_rows_hashed_for_the_history_is_the_one_read_from_the_tables(
+    tmp_path: Path,
+) -> None:
+    # A publish hashes the versioned tables' rows once and sums those hashes into the content
+    # fingerprint: it must be the fingerprint of the tables themselves, or a publish would
+    # find content changed (or unchanged) that is not.
+    mirror = Mirror(tmp_path)
+    mirror.put(1, '{"relationshipId":1}')
+    mirror.put(2, '{"relationshipId":2}')
+    mirror.put_contractor("c1", '{"contractorId":"c1"}')
+    mirror.con.execute("INSERT INTO contractors_raw VALUES ('{\"data\":[]}', NULL, now())")
+    hashed = recording.hash_current_rows(mirror.con)
+    assert {"pairings", "contractors", "contractors_raw"} <= set(hashed)
+    fingerprint = snapshots.content_fingerprint(mirror.con, hashed)
+    assert fingerprint == snapshots.content_fingerprint(mirror.con)
+    assert "pairings:2:" in fingerprint and "contractors_raw:1:" in fingerprint
 
 
 def test_tables_are_unchanged_only_when_both_fingerprints_name_the_same_release() -> None:

@@ -40,6 +40,9 @@ PREVIOUS = "previous_snapshot"
 RUN_TIME_COLUMNS = frozenset({"synced_at"})
 # The name of a table's table of current rows' publishes, after its own (``since_name``).
 SINCE_SUFFIX = "__since"
+# The name of the temp table of a table's current rows' hashes, after its own
+# (``hash_current_rows``).
+NOW_HASHES_SUFFIX = "__now_hashes"
 # Shared tables of the history schema (the rest are one pair per stream table).
 SHARED = ("publishes", "mirror", "feed_state", "feed_log", "horizons")
 
@@ -86,6 +89,7 @@ def record_publish(
     unchanged: Collection[str] = (),
     stream_keep: Mapping[str, timedelta] | None = None,
     erase: Erase | None = None,
+    hashed: Collection[str] = (),
 ) -> Recorded:
     """Record a publish of ``version`` (the warehouse as ``con`` holds it) against ``live``,
     the current snapshot's file (None before the first publish), in one transaction.
@@ -94,6 +98,8 @@ def record_publish(
     rows are not compared again, nor the records of a stream whose feed reads only them.
     ``stream_keep`` names the streams whose history is kept shorter than ``keep``, and how long.
     ``erase``, when given, runs in the transaction before any row is compared (see ``Erase``).
+    ``hashed`` names the tables whose current rows ``hash_current_rows`` hashed since they were
+    last written: their rows are compared by those hashes, not hashed again.
     """
     if live is not None:
         con.execute(f"ATTACH ? AS {PREVIOUS} (READ_ONLY)", [str(live)])
@@ -116,7 +122,8 @@ def record_publish(
                 known = table.name + SINCE_SUFFIX in versioned
                 _ensure_history_tables(con, table, table_columns)
                 if table.name not in unchanged or not known:
-                    _version_rows(con, table, table_columns, seq, table.name in previous)
+                    in_live, rehash = table.name in previous, table.name not in hashed
+                    _version_rows(con, table, table_columns, seq, in_live, rehash)
                 con.execute(table_macro(table, table_columns))
             con.execute(section("history", "macros"))
             changes = 0
@@ -236,19 +243,61 @@ def _ensure_history_tables(
     )
 
 
+def hash_current_rows(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Hash every current row of every versioned table of the database in use once, each
+    table's keys (none for a table without one) and hashes into a temp table
+    (``now_hashes_name``), for the content fingerprint and ``record_publish`` to share;
+    returns the tables hashed. A write to a table after this leaves its hashes stale."""
+    columns = _columns_by_table(con)
+    hashed = []
+    for table in kept_tables():
+        if table.name not in columns:
+            continue
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {now_hashes_name(table.name)} AS "
+            + _current_rows(table, columns[table.name], hashed=False)
+        )
+        hashed.append(table.name)
+    return hashed
+
+
+def now_hashes_name(table: str) -> str:
+    """The temp table of ``table``'s current rows' keys and hashes (``hash_current_rows``)."""
+    return quote_identifier(table + NOW_HASHES_SUFFIX)
+
+
+def _current_rows(table: Table, columns: list[str], hashed: bool) -> str:
+    """A query of ``table``'s current rows: their keys (none for a table without one) and
+    ``row_hash``, from ``hash_current_rows``'s temp table when ``hashed``."""
+    keys = "".join(f"{quote_identifier(k)}, " for k in table.key)
+    source = (
+        now_hashes_name(table.name)
+        if hashed
+        else f"(SELECT {keys}{row_hash(columns)} AS row_hash "
+        f"FROM main.{quote_identifier(table.name)})"
+    )
+    return f"SELECT {keys}row_hash FROM {source}"
+
+
 def _version_rows(
-    con: duckdb.DuckDBPyConnection, table: Table, columns: list[str], seq: int, in_live: bool
+    con: duckdb.DuckDBPyConnection,
+    table: Table,
+    columns: list[str],
+    seq: int,
+    in_live: bool,
+    rehash: bool = True,
 ) -> None:
     """Close the versions of ``table``'s rows that changed or went, and mark the new ones.
     ``in_live``: whether the current snapshot has the table (its rows are the versions that
-    end)."""
+    end); ``rehash``: whether its rows are hashed here (else ``hash_current_rows`` did)."""
+    current = _current_rows(table, columns, hashed=not rehash)
     since = since_name(table.name)
     # Both leave ``ended_rows`` (the publishes of the rows that changed or went) and
     # ``arrived_rows`` (the rows new or changed, with their hashes).
     if table.key:
-        _compare_by_key(con, table, columns)
+        _compare_by_key(con, table, current)
     else:
-        _compare_by_hash(con, table, columns)
+        _compare_by_hash(con, table, current)
     if in_live:
         _close_versions(con, table, columns, seq)
     keys = [quote_identifier(k) for k in key_columns(table)]
@@ -262,7 +311,7 @@ def _version_rows(
     )
 
 
-def _compare_by_key(con: duckdb.DuckDBPyConnection, table: Table, columns: list[str]) -> None:
+def _compare_by_key(con: duckdb.DuckDBPyConnection, table: Table, current: str) -> None:
     """Compare ``table``'s rows with the publishes of its keys in one pass: a full join of the
     rows' hashes with the ``__since`` table, keeping the keys whose hash differs (new, changed
     or gone)."""
@@ -272,8 +321,7 @@ def _compare_by_key(con: duckdb.DuckDBPyConnection, table: Table, columns: list[
         "CREATE OR REPLACE TEMP TABLE row_changes AS SELECT "
         + "".join(f"coalesce(n.{k}, s.{k}) AS {k}, " for k in keys)
         + "n.row_hash AS now_hash, s.row_hash AS since_hash, s.since "
-        f"FROM (SELECT {', '.join(keys)}, {row_hash(columns)} AS row_hash "
-        f"FROM main.{quote_identifier(table.name)}) AS n "
+        f"FROM ({current}) AS n "
         f"FULL JOIN {since_name(table.name)} AS s ON {match} "
         "WHERE n.row_hash IS DISTINCT FROM s.row_hash"
     )
@@ -288,14 +336,11 @@ def _compare_by_key(con: duckdb.DuckDBPyConnection, table: Table, columns: list[
     )
 
 
-def _compare_by_hash(con: duckdb.DuckDBPyConnection, table: Table, columns: list[str]) -> None:
+def _compare_by_hash(con: duckdb.DuckDBPyConnection, table: Table, current: str) -> None:
     """Compare the rows of ``table``, which has no key, with its ``__since`` table by their
     hashes: a row whose content changed is one row gone and another new."""
     since = since_name(table.name)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE now_rows AS "
-        f"SELECT {row_hash(columns)} AS row_hash FROM main.{quote_identifier(table.name)}"
-    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE now_rows AS {current}")
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE ended_rows AS SELECT s.* FROM {since} AS s "
         "WHERE NOT EXISTS (SELECT 1 FROM now_rows AS n WHERE n.row_hash = s.row_hash)"

@@ -51,6 +51,12 @@ def table_sql() -> list[str]:
     ]
 
 
+def drop_warehouse_only(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the schemas no snapshot carries (``WAREHOUSE_ONLY``) from the database in use."""
+    for schema in WAREHOUSE_ONLY:
+        con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 def add_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprint: str) -> None:
     """Serving tables, comments, analyst views and ``snapshot_info``, in the database in use.
 
@@ -58,8 +64,7 @@ def add_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprin
     """
     con.execute("BEGIN TRANSACTION")
     try:
-        for schema in WAREHOUSE_ONLY:
-            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        drop_warehouse_only(con)
         con.execute(snapshot_sql())
         con.execute(read_sql("snapshot_info"), [version, fingerprint])
         con.execute(read_sql("snapshot_info_comments"))
