@@ -37,6 +37,9 @@ from warehouse_sql import stream_section
 # Records committed per transaction: each commit also versions history and fills the detail
 # queue, a fixed cost per commit, while a cut-short run still loses at most one batch of reads.
 RECORDS_PER_COMMIT = 10_000
+# Listed ids handed to DuckDB per statement: a list parameter is converted whole, as DuckDB
+# values far larger than the ids, so a listing of every lead goes in chunks.
+LISTED_IDS_PER_STATEMENT = 10_000
 CURSOR_MEMBERS = ("CreatedDate", "Id")
 # A page held for commit: its records, and the cursor after it (None: a re-read page, which
 # moves no cursor).
@@ -58,8 +61,8 @@ class Listing:
 @dataclass(frozen=True)
 class CursorList:
     """The reader of such a list: its SQL file (sections ``stored_with_details``, ``changed``,
-    ``differing``, ``upsert``, ``history_apply``, ``unlisted``, ``forget_gone``, ``queue_all``,
-    ``counts``) and its rows."""
+    ``differing``, ``upsert``, ``history_apply``, ``listed_create``, ``listed_add``,
+    ``listed_drop``, ``unlisted``, ``forget_gone``, ``queue_all``, ``counts``) and its rows."""
 
     sql: str
     row: RowOf
@@ -162,10 +165,13 @@ class CursorList:
         deleted upstream (``forget_gone``, in one transaction); returns how many. A listing that
         missed none writes nothing, so a run with nothing new still leaves the warehouse file
         as it found it."""
-        gone = con.execute(
-            self.statement("unlisted"),
-            {"listed": list(listing.ids), "created_after": listing.created_after},
-        ).fetchall()
+        self.hold_listed(con, listing.ids)
+        try:
+            gone = con.execute(
+                self.statement("unlisted"), {"created_after": listing.created_after}
+            ).fetchall()
+        finally:
+            con.execute(self.statement("listed_drop"))
         if not gone:
             return 0
         con.execute("BEGIN TRANSACTION")
@@ -176,6 +182,14 @@ class CursorList:
             con.execute("ROLLBACK")
             raise
         return len(gone)
+
+    def hold_listed(self, con: duckdb.DuckDBPyConnection, ids: set[str]) -> None:
+        """Put the listed ``ids`` in the temporary table ``unlisted`` reads, a chunk at a time."""
+        con.execute(self.statement("listed_create"))
+        listed = list(ids)
+        for start in range(0, len(listed), LISTED_IDS_PER_STATEMENT):
+            chunk = listed[start : start + LISTED_IDS_PER_STATEMENT]
+            con.execute(self.statement("listed_add"), [chunk])
 
     def store_pages(self, con: duckdb.DuckDBPyConnection, asset: str, pages: list[HeldPage]) -> int:
         """``store`` for held pages, with the cursor after the last, in one transaction. A

@@ -87,7 +87,7 @@ class Document:
         unchanged = content.already_stored(context.con, step.table)
         if not unchanged:
             replace_rows(context.con, *self.write(body, records, problem), content=content)
-        drift = content.drift(context.con, self.shape, records)
+        drift = content.drift(context.con, lambda: self.shape.drift(records))
         return StepResult.of(
             step.asset, fetched, len(records), 0 if unchanged else len(records),
             unchanged=unchanged, parse_error=problem or "", **self.facts(context.con), **drift,

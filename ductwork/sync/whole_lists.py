@@ -4,6 +4,11 @@ Every list of a batch is probed at once (its pages fetched unparsed and digested
 write is still held); a list whose pages all came back as stored is done. Any other is read in
 full and parsed, one after another, and written in place of what was stored. Each list is
 committed and reported as soon as it is stored, so a failure later in the step loses none.
+
+A list is read page by page into Arrow batches: each page's records become rows (and a drift
+verdict each) as the page arrives, and are dropped then, so a read holds the list as Arrow
+rows and its keys, never as parsed records. What is written beside a list is made from its
+rows' JSON, a page's worth at a time.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from ductwork.contract.encoding import loads
 from ductwork.streams.model import Step
 from ductwork.sync.context import Fetched, StepResult, SyncContext, fetch, fetch_each
-from ductwork.upstream.client import UpstreamClient
-from ductwork.upstream.list_reader import digest_known_pages, read_whole_list
-from ductwork.upstream.schema_drift import RecordShape
-from ductwork.warehouse.columns import Columns
+from ductwork.upstream.client import LIST_PAGE_SIZE, UpstreamClient
+from ductwork.upstream.list_reader import BatchedListRead, digest_known_pages, read_list_batches
+from ductwork.upstream.schema_drift import DriftTally, RecordShape, Verdict
+from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.loading import (
     Facts,
     ListContent,
@@ -28,6 +34,7 @@ from ductwork.warehouse.loading import (
     RowOf,
     no_facts,
     replace_rows,
+    stamped,
 )
 from ductwork.warehouse.loading import rows_table as build_rows
 
@@ -36,6 +43,14 @@ if TYPE_CHECKING:
 
 # Tables written beside the list's own, from the same records (a record's nested parts).
 Beside = Callable[[list[Record]], list[Replacement]]
+
+
+@dataclass(frozen=True)
+class _Page:
+    """One page of a list as read: its rows, and each record's drift verdict."""
+
+    rows: pa.Table
+    verdicts: list[Verdict]
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,28 @@ class WholeList:
     def rows_table(self, records: list[Record]) -> pa.Table:
         """The list's rows, each with its record's JSON and sync time."""
         return build_rows(records, self.row, self.columns)
+
+    async def read(self, client: UpstreamClient, drift: DriftTally) -> BatchedListRead[_Page]:
+        """A consistent read of the list, a batch of rows per page (``drift`` judges each
+        record as its page arrives; nothing is counted yet)."""
+
+        def page(records: list[Record]) -> _Page:
+            return _Page(self.rows_table(records), [drift.verdict(r) for r in records])
+
+        return await read_list_batches(client, self.path, self.key, page)
+
+    def beside_rows(self, rows: pa.Table) -> list[Replacement]:
+        """What is written beside the list, made from its rows' records a page at a time."""
+        assert self.beside is not None
+        parts = [
+            self.beside([loads(text) for text in chunk.column("record").to_pylist()])
+            for chunk in rows.to_batches(LIST_PAGE_SIZE)
+        ] or [self.beside([])]
+        pa = pyarrow_without_pandas()
+        return [
+            Replacement(first.table, pa.concat_tables([part[at].rows for part in parts]))
+            for at, first in enumerate(parts[0])
+        ]
 
 
 def _reader(step: Step) -> WholeList:
@@ -123,19 +160,38 @@ def _mirror(
             step.asset, probe, rows, 0, unchanged=True, **reader.facts(con),
             pages=stored.content.pages, reported_total=rows, reads=0, **(stored.drift or {}),
         )  # fmt: skip
-    fetched = fetch(context.upstream, lambda c: read_whole_list(c, reader.path, reader.key))
+    drift = DriftTally(reader.shape)
+    fetched = fetch(context.upstream, lambda client: reader.read(client, drift))
     whole = fetched.value
     if probe is not None:
         fetched = fetched.after(probe)
-    content = ListContent(step.asset, whole.digest, len(whole.records), whole.pages)
+    content = ListContent(step.asset, whole.digest, whole.records, whole.pages)
     unchanged = stored.held and content == stored.content
     if not unchanged:
-        own = Replacement(step.table, reader.rows_table(whole.records))
-        beside = reader.beside(whole.records) if reader.beside else []
+        rows = _list_rows(reader, whole)
+        own = Replacement(step.table, rows)
+        beside = reader.beside_rows(rows) if reader.beside else []
         replace_rows(con, own, *beside, content=content)
-    drift = content.drift(con, reader.shape, whole.records)
+        del rows, own, beside  # freed before the drift counts and facts are read
+    counts = content.drift(con, lambda: _drift_counts(drift, whole))
     return StepResult.of(
-        step.asset, fetched, len(whole.records), 0 if unchanged else len(whole.records),
+        step.asset, fetched, whole.records, 0 if unchanged else whole.records,
         unchanged=unchanged, **reader.facts(con), pages=whole.pages,
-        reported_total=whole.reported_total, reads=whole.attempts, **drift,
+        reported_total=whole.reported_total, reads=whole.attempts, **counts,
     )  # fmt: skip
+
+
+def _list_rows(reader: WholeList, whole: BatchedListRead[_Page]) -> pa.Table:
+    """The list's rows, one per key, all stamped with the time they are stored."""
+    pa = pyarrow_without_pandas()
+    rows = pa.concat_tables([page.rows for page in whole.batches])
+    if whole.kept is not None:
+        rows = rows.take(whole.kept)
+    return stamped(rows) if "synced_at" in reader.columns.names else rows
+
+
+def _drift_counts(drift: DriftTally, whole: BatchedListRead[_Page]) -> dict[str, int]:
+    """The drift counts of the list's records, one per key."""
+    verdicts = [verdict for page in whole.batches for verdict in page.verdicts]
+    drift.add(verdicts if whole.kept is None else [verdicts[at] for at in whole.kept])
+    return drift.as_metadata()

@@ -59,6 +59,10 @@ class RecordShape:
         return tally.as_metadata()
 
 
+# A record's drift: whether it has unknown members, lacks required ones, has mistyped ones.
+Verdict = tuple[bool, bool, bool]
+
+
 @dataclass
 class DriftTally:
     """Running drift counts of one record type across the pages or batches of a run."""
@@ -71,27 +75,34 @@ class DriftTally:
 
     # Verdicts by record signature (member names and value types, in order): nearly every
     # record of a stream has the same few signatures, so most records cost a lookup.
-    _verdicts: dict[tuple[tuple[str, ...], tuple[type, ...]], tuple[bool, bool, bool]] = field(
+    _verdicts: dict[tuple[tuple[str, ...], tuple[type, ...]], Verdict] = field(
         default_factory=dict, repr=False, compare=False
     )
 
     def count(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Add a batch of records to the counts."""
-        verdicts = self._verdicts
-        for record in records:
-            signature = (tuple(record), tuple(map(type, record.values())))
-            verdict = verdicts.get(signature)
-            if verdict is None:
-                verdict = self._judge(record)
-                if len(verdicts) < _MAX_SIGNATURES:
-                    verdicts[signature] = verdict
-            has_unknown, has_missing, has_mistyped = verdict
+        self.add(self.verdict(record) for record in records)
+
+    def verdict(self, record: Mapping[str, Any]) -> Verdict:
+        """Whether ``record`` has unknown members, lacks required ones, or has mistyped ones;
+        counted only once ``add`` is given it."""
+        signature = (tuple(record), tuple(map(type, record.values())))
+        verdict = self._verdicts.get(signature)
+        if verdict is None:
+            verdict = self._judge(record)
+            if len(self._verdicts) < _MAX_SIGNATURES:
+                self._verdicts[signature] = verdict
+        return verdict
+
+    def add(self, verdicts: Iterable[Verdict]) -> None:
+        """Add the verdicts of a batch of records to the counts."""
+        for has_unknown, has_missing, has_mistyped in verdicts:
             self.unknown += has_unknown
             self.missing += has_missing
             self.mistyped += has_mistyped
             self.records += has_unknown or has_missing or has_mistyped
 
-    def _judge(self, record: Mapping[str, Any]) -> tuple[bool, bool, bool]:
+    def _judge(self, record: Mapping[str, Any]) -> Verdict:
         """Whether ``record`` has unknown members, lacks required ones, or has mistyped ones."""
         names = record.keys()
         has_mistyped = False

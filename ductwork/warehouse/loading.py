@@ -14,7 +14,6 @@ import duckdb
 from ductwork.contract.encoding import dumps, parse_received_datetime
 from ductwork.settings import SyncSettings, load
 from ductwork.streams.model import Table
-from ductwork.upstream.schema_drift import RecordShape
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.schema import schema_sql
@@ -144,14 +143,14 @@ class ListContent:
         return dict(saved["counts"])
 
     def drift(
-        self, con: duckdb.DuckDBPyConnection, shape: RecordShape, records: Sequence[Record]
+        self, con: duckdb.DuckDBPyConnection, count: Callable[[], dict[str, int]]
     ) -> dict[str, int]:
-        """The schema-drift counts of ``records`` (this content): as recorded for this very
-        digest, or counted now and recorded. Counting looks at every member of every record
-        (slow for the large lists); a list read unchanged need not count again."""
+        """The schema-drift counts of this content: as recorded for this very digest, or
+        ``count``-ed now and recorded. Counting looks at every member of every record (slow
+        for the large lists); a list read unchanged need not count again."""
         counts = self.recorded_drift(con)
         if counts is None:
-            counts = shape.drift(records)
+            counts = count()
             write_state(con, self.asset + DRIFT, {"digest": self.digest, "counts": counts})
         return counts
 

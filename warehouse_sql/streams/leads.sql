@@ -379,16 +379,29 @@ FROM leads AS l
 WHERE l.id IN (SELECT unnest(?::VARCHAR[]))
   AND l.id IN (SELECT id FROM lead_details);
 
+-- name: listed_create
+-- The ids a complete listing listed (`CursorList.mark_unlisted_deleted`), in a temporary table
+-- filled a chunk of ids at a time: one list parameter of every id held them all at once, a
+-- few hundred bytes each, as DuckDB values. A temporary table leaves the warehouse file as it is.
+CREATE OR REPLACE TEMP TABLE listed_ids (id VARCHAR);
+
+-- name: listed_add
+-- A chunk of listed ids (the list parameter).
+INSERT INTO listed_ids SELECT unnest(?::VARCHAR[]);
+
+-- name: listed_drop
+DROP TABLE IF EXISTS listed_ids;
+
 -- name: unlisted
--- The stored leads a complete listing (its ids: the list parameter $listed) did not list, so
+-- The stored leads a complete listing (its ids: the table listed_ids) did not list, so
 -- deleted upstream: of every lead when $created_after is NULL (a listing from the first lead),
 -- else of the leads created after it (a listing of that range: `createdAfter` keeps the leads
--- created strictly later). A lead without a CreatedDate lies in no such range. The ids come as
--- a parameter, not an Arrow table: a run with nothing new builds none (see `stored_with_details`).
+-- created strictly later). A lead without a CreatedDate lies in no such range. The ids come
+-- from lists, not an Arrow table: a run with nothing new builds none (see `stored_with_details`).
 SELECT l.id
 FROM leads AS l
 WHERE ($created_after IS NULL OR l.created_at > CAST($created_after AS TIMESTAMPTZ))
-  AND l.id NOT IN (SELECT unnest($listed::VARCHAR[]));
+  AND l.id NOT IN (SELECT id FROM listed_ids);
 
 -- name: forget_gone
 -- Leads deleted upstream (registered as `gone_ids`, by `id`; found by a complete listing, or by
