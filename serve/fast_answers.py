@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ductwork.contract import params, paths
 from ductwork.contract.envelopes import product_lookup
@@ -54,12 +54,15 @@ from serve.failed_requests import RefusedClients, client_address
 from serve.gzip_cache import AnswerCache, encode_whole
 from serve.live_snapshot import PAST_STATE, ServingState
 from serve.memento import asked_of, linked
-from serve.observability import Metrics, record_answer, request_id_of, tagged
+from serve.observability import Metrics, record_answer, tagged, usable_request_id
+from serve.one_write import WHOLE_ANSWER
 from serve.query_strings import query_pairs
 from serve.rate_limit import page_cost
+from serve.ready_answers import Ready
 from serve.responses import Conditions, error_response, revalidated, tagged_answer
 from serve.routers.mirror import JSON, NDJSON, PREFIX, STREAM_NAMES, sliced_json_page
 from serve.routers.warehouse import digital_assets_page
+from serve.validators import content_etag
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
@@ -73,6 +76,9 @@ _FEED_PARAMETERS = frozenset({"since", "limit"})
 # In a request's scope: how to get its answer's gzip form other than by compressing it.
 GZIPPED = "ductwork.gzipped"
 _ASSET_PARAMETERS = frozenset({"count", "page", "updatedAfter"})
+_NONE: dict[str, Any] = {}
+# Request targets whose Memento headers the short path in front keeps, per worker.
+LINKS_KEPT = 16384
 
 
 class FastAnswers:
@@ -85,7 +91,7 @@ class FastAnswers:
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
             try:
-                response = await self._answer(scope)
+                response = await self._answer(scope, _read_heads(scope["headers"]))
             except Exception:  # this sits outside the framework's error layer: pass it on
                 log.exception("short path failed on %s; the routes answer it", scope["path"])
                 response = None
@@ -94,27 +100,28 @@ class FastAnswers:
                 return
         await self.app(scope, receive, send)
 
-    async def _answer(self, scope: Scope) -> Any:
+    async def _answer(self, scope: Scope, heads: _Heads) -> Any:
         path: str = scope["path"]
         if path.startswith(_PRODUCTS):
             family = Family.PRODUCTS
         elif path == paths.WAREHOUSE_DIGITAL_ASSETS:
             family = Family.WAREHOUSE
         elif path.startswith(_FEED):
-            return await self._feed_answer(scope)
+            return await self._feed_answer(scope, heads)
         else:
             return None
-        planned = _plan(path, scope["query_string"])
+        query: bytes = scope["query_string"]
+        planned = _plan(path, query)
         if planned is None:
             return None
         app_state = scope["app"].state
-        state = scope.get(PAST_STATE) or app_state.live.get()
+        past = scope.get(PAST_STATE)
+        state = past or app_state.live.get()
         if state is None:
             return None
-        authorization, conditions = _request_headers(scope["headers"])
         # The key is verified only for a request this path takes (the routes verify the
         # others), and counted against its limit before any record is read for it.
-        key = key_of(app_state.keys, authorization)
+        key = key_of(app_state.keys, heads.authorization)
         if key is None or not grants(key.scopes, family, path):
             return None
         cost = page_cost(planned.size) if isinstance(planned, _ListPage) else 1
@@ -122,25 +129,33 @@ class FastAnswers:
             await count_in_scope(scope, app_state.key_limit, key, cost)
         except ApiError as error:
             return error_response(error, path)
-        if isinstance(planned, _Lookup):
-            record = _find(state, planned)
-            if record is None:
-                return error_response(_not_found(planned), path)
-            modified = state.times.of(PRODUCTS.name, planned.sku)
-            return revalidated(state, product_lookup(record), conditions, modified)
-        return revalidated(state, await _read(state, planned), conditions)
+        # The present's answers are kept ready; a past state is not kept long enough to gain.
+        kept = None if past is not None else state.ready
+        ready = None if kept is None else kept.get((path, query))
+        if ready is None:
+            made = await _made_ready(state, planned)
+            if made is None:
+                return error_response(_not_found(planned), path)  # type: ignore[arg-type]
+            ready, body = made
+            if kept is not None:
+                kept.put((path, query), ready)
+        elif ready.body is not None:
+            body = ready.body
+        else:  # a digital-asset page: sliced again
+            body = await _read(state, planned)  # type: ignore[arg-type]
+        return revalidated(state, body, heads.conditions, ready.modified, ready.etag)
 
-    async def _feed_answer(self, scope: Scope) -> Any:
+    async def _feed_answer(self, scope: Scope, heads: _Heads) -> Any:
         """A page of the changes feed that needs no read of the snapshot, or None."""
         planned = _feed_plan(scope["path"], scope["query_string"])
         app_state = scope["app"].state
         state = app_state.live.get()
         if planned is None or state is None:
             return None
-        authorization, conditions = _request_headers(scope["headers"])
+        conditions = heads.conditions
         if conditions.accept is not None and NDJSON in conditions.accept:
             return None
-        key = key_of(app_state.keys, authorization)
+        key = key_of(app_state.keys, heads.authorization)
         stream = planned.stream
         if key is None or not grants(key.scopes, stream.family, stream.path):
             return None
@@ -182,54 +197,86 @@ class FastAnswersInFront(FastAnswers):
         self.gzip_answers = gzip_answers
         # With CORS on, a request from a browser origin is left to the CORS layer.
         self.passed_on = (b"accept-datetime", b"origin") if cors else (b"accept-datetime",)
+        # What Memento's layer adds to an answer of the present, by request path and query.
+        self._links: dict[tuple[bytes, bytes], list[tuple[bytes, bytes]]] = {}
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and self._takes(scope):
+        heads = self._takes(scope)
+        if heads is not None:
             started = time.perf_counter()
             synced = self.data_age.verdict(scope)
             if not isinstance(synced, ApiError):  # a stale stream is the data age layer's 503
                 try:
-                    response = await self._answer(scope)
+                    response = await self._answer(scope, heads)
                 except Exception:  # outside the framework's error layer: pass it on
                     log.exception("short path failed on %s; the routes answer it", scope["path"])
                     response = None
                 if response is not None:
-                    await self._send(scope, send, response, synced, started)
+                    await self._send(scope, send, response, synced, started, heads)
                     return
         await self.app(scope, receive, send)
 
-    def _takes(self, scope: Scope) -> bool:
-        """Whether no layer the short path skips would answer this request or change its
-        answer beyond adding headers."""
+    def _takes(self, scope: Scope) -> _Heads | None:
+        """The request's headers as the short path reads them, when no layer it skips would
+        answer this request or change its answer beyond adding headers; else None."""
+        if scope["type"] != "http" or scope["method"] != "GET":
+            return None
         path: str = scope["path"]
         if not path.startswith((_PRODUCTS, _FEED)) and path != paths.WAREHOUSE_DIGITAL_ASSETS:
-            return False
-        for name, _ in scope["headers"]:
-            if name in self.passed_on:
-                return False
+            return None
+        heads = _read_heads(scope["headers"], self.passed_on)
         # Parsing the address costs more than the rest: only when some client is refused.
-        return not self.refused or self.refused.refusing(client_address(scope)) is None
+        if heads is None or (self.refused and self.refused.refusing(client_address(scope))):
+            return None
+        return heads
+
+    def _with_memento_headers(
+        self, scope: Scope, headers: list[tuple[bytes, bytes]]
+    ) -> list[tuple[bytes, bytes]]:
+        """``headers`` of an answer of the present to this request (changed in place) with
+        what Memento's layer adds: ``Vary: Accept-Datetime`` and the links, the same for every
+        answer without a ``Vary`` of its own to the same request target, so worked out once
+        for it."""
+        if any(name == b"vary" for name, _ in headers):  # none of ours: merged as the layer does
+            asked = asked_of(scope)
+            return headers if asked is None else linked(headers, asked)
+        target = (scope.get("raw_path") or scope["path"].encode(), scope["query_string"])
+        added = self._links.get(target)
+        if added is None:
+            asked = asked_of(scope)
+            added = [] if asked is None else linked([], asked)
+            if len(self._links) >= LINKS_KEPT:
+                self._links.clear()
+            self._links[target] = added
+        headers += added
+        return headers
 
     async def _send(
-        self, scope: Scope, send: Callable, response: Any, synced: bytes | None, started: float
+        self,
+        scope: Scope,
+        send: Callable,
+        response: Any,
+        synced: bytes | None,
+        started: float,
+        heads: _Heads,
     ) -> None:
         """Send ``response`` with the headers of the layers skipped, in their order (the
         data's age, Memento's, the gzip coding's, the request id's), then count and log it."""
-        request_id = request_id_of(scope["headers"])
+        request_id = usable_request_id(heads.request_id)
         status: int = response.status_code
         headers = list(response.raw_headers)
         if synced is not None:
             headers.append((b"x-synced-at", synced))
-        asked = asked_of(scope)
-        if asked is not None:
-            headers = linked(headers, asked)
+        headers = self._with_memento_headers(scope, headers)
         body = await encode_whole(
-            self.gzip_answers, scope, status, headers, response.body, scope.get(GZIPPED)
+            self.gzip_answers, scope, status, headers, response.body, scope.get(GZIPPED), heads.gzip
         )
         tagged(headers, request_id)
+        whole = scope.get("extensions", _NONE).get(WHOLE_ANSWER)
         try:
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            if whole is None or not whole(status, headers, body):
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
         finally:
             record_answer(self.metrics, scope, status, started, request_id)
 
@@ -237,18 +284,46 @@ class FastAnswersInFront(FastAnswers):
 _CONDITIONS = (b"if-none-match", b"if-modified-since", b"accept-encoding", b"accept")
 
 
-def _request_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, Conditions]:
-    """The first ``Authorization`` value (empty when absent) and the request's conditions, as
-    Starlette's ``Headers.get`` reads them."""
+class _Heads(NamedTuple):
+    """What the short path reads in a request's headers, in one pass over them."""
+
+    authorization: str  # the first Authorization value, empty when absent
+    conditions: Conditions  # as Starlette's ``Headers.get`` reads them
+    request_id: str  # the first X-Request-ID, empty when absent
+    gzip: bytes | None  # as ``gzip_cache.first_accept_encoding`` reads it
+
+
+def _read_heads(
+    headers: list[tuple[bytes, bytes]], passed_on: tuple[bytes, ...] = ()
+) -> _Heads | None:
+    """The request's headers as the short path reads them; None when one is named in
+    ``passed_on``."""
     authorization = None
+    request_id = None
     found: dict[bytes, str] = {}
+    first_encoding = None
+    takes_gzip = False
     for name, value in headers:
         if name == b"authorization":
             if authorization is None:
                 authorization = value.decode("latin-1")
-        elif name in _CONDITIONS and name not in found:
-            found[name] = value.decode("latin-1")
-    return authorization or "", Conditions(*(found.get(name) for name in _CONDITIONS))
+        elif name in _CONDITIONS:
+            if name not in found:
+                found[name] = value.decode("latin-1")
+            if name == b"accept-encoding":
+                first_encoding = value if first_encoding is None else first_encoding
+                takes_gzip = takes_gzip or b"gzip" in value
+        elif name == b"x-request-id":
+            if request_id is None:
+                request_id = value.decode("latin-1")
+        elif name in passed_on:
+            return None
+    return _Heads(
+        authorization or "",
+        Conditions(*(found.get(name) for name in _CONDITIONS)),
+        request_id or "",
+        first_encoding if takes_gzip else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -302,6 +377,22 @@ def _find(state: ServingState, lookup: _Lookup) -> bytes | None:
     if lookup.slug is None:
         return state.catalog.resolver.get(lookup.sku)
     return state.catalog.unit(lookup.slug, lookup.sku)
+
+
+async def _made_ready(
+    state: ServingState, planned: _Lookup | _ListPage
+) -> tuple[Ready, bytes] | None:
+    """A lookup's or a list page's answer made ready, and its body (None: an unknown SKU).
+    A page of digital assets, a slice of the record file, is kept without its body."""
+    if isinstance(planned, _Lookup):
+        record = _find(state, planned)
+        if record is None:
+            return None
+        body = product_lookup(record)
+        modified = state.times.of(PRODUCTS.name, planned.sku)
+        return Ready(body, content_etag(body), modified), body
+    body = await _read(state, planned)
+    return Ready(body if planned.slug is not None else None, content_etag(body)), body
 
 
 def _not_found(lookup: _Lookup) -> ApiError:

@@ -104,14 +104,18 @@ class AnswerCache:
         """Keep an answer, dropping the least recently used ones over the limit; one larger
         than the whole limit is not kept."""
         self._follow_erasures()
-        size = entry_bytes(key, compressed)
+        size = self.size_of(key, compressed)
         if size > self.limit_bytes or key in self._answers:
             return
         self._answers[key] = compressed
         self.size_bytes += size
         while self.size_bytes > self.limit_bytes:
             dropped_key, dropped = self._answers.popitem(last=False)
-            self.size_bytes -= entry_bytes(dropped_key, dropped)
+            self.size_bytes -= self.size_of(dropped_key, dropped)
+
+    def size_of(self, key: Any, answer: Any) -> int:
+        """The memory an entry holds, as counted against the limit."""
+        return entry_bytes(key, answer)
 
 
 class RouteParameters:
@@ -250,18 +254,20 @@ def _any_accepts_gzip(scope: MutableMapping[str, Any]) -> bool:
     return any(name == b"accept-encoding" and b"gzip" in value for name, value in scope["headers"])
 
 
-def _first_accept_encoding(scope: MutableMapping[str, Any]) -> bytes | None:
+def first_accept_encoding(headers: list[tuple[bytes, bytes]]) -> bytes | None:
     """The request's first ``Accept-Encoding`` (by which the gzip layer decides), when some
     ``Accept-Encoding`` takes gzip (without one, the layer is passed through); else None."""
     first = None
     takes_gzip = False
-    for name, value in scope["headers"]:
+    for name, value in headers:
         if name == b"accept-encoding":
             first = value if first is None else first
             takes_gzip = takes_gzip or b"gzip" in value
     return first if takes_gzip else None
 
 
+# ``encode_whole``'s ``first`` when the caller has not read the request's headers.
+UNREAD = object()
 # The parameters of an answer no route made: every one of its query.
 _ROUTELESS = RouteParameters()
 
@@ -301,14 +307,18 @@ async def encode_whole(
     headers: list[tuple[bytes, bytes]],
     body: bytes,
     gzipped: Callable[[], bytes] | None = None,
+    first: bytes | object | None = UNREAD,
 ) -> bytes:
     """The body to send for a whole answer (``headers`` changed in place), as the gzip layer
     would send it to ``scope``'s request: compressed (a snapshot answer from the cache) when
     its first ``Accept-Encoding`` takes gzip and the body is large enough, with ``Vary``,
     ``Content-Encoding``, ``Content-Length`` and the ETag's gzip form as that layer sets them;
     as it is otherwise. ``gzipped`` gives the gzip form faster than compressing ``body``, if
-    it is known. For the short path, which answers before that layer."""
-    first = _first_accept_encoding(scope)
+    it is known; ``first``, what ``first_accept_encoding`` finds in the request, if read
+    already. For the short path, which answers before that layer."""
+    if first is UNREAD:
+        first = first_accept_encoding(scope["headers"])
+    assert first is None or isinstance(first, bytes)
     if first is None or len(body) < GZIP_MINIMUM_BYTES:
         return body
     sent = body

@@ -36,6 +36,7 @@ from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
 from serve.catalog_index import CatalogIndex, load_catalog
 from serve.erasures import Erasures
+from serve.ready_answers import ReadyAnswers
 from serve.record_times import RecordTimes, load_record_times
 from serve.small_answers import SmallAnswers, load_small_answers
 from serve.stream_index import CACHE_BYTES, PositionedList, SnapshotReader, load_list
@@ -75,6 +76,8 @@ class ServingState:
     walks: WalkListings = field(default_factory=WalkListings)
     # The change files the publishes wrote beside the snapshots (None: a past snapshot's).
     change_files: ChangeFiles | None = None
+    # The short path's answers of this snapshot, ready for their next request.
+    ready: ReadyAnswers = field(default_factory=ReadyAnswers)
 
     def close(self) -> None:
         """Close the snapshot's connection and let the snapshot go (no request may be using

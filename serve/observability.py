@@ -238,6 +238,12 @@ def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
         if name == b"x-request-id":
             incoming = value.decode("latin-1")
             break
+    return usable_request_id(incoming)
+
+
+def usable_request_id(incoming: str) -> str:
+    """``incoming`` (a request's first ``X-Request-ID``, empty when it has none) when it is
+    usable (printable, 1 to 128 characters), otherwise a fresh id."""
     usable = 0 < len(incoming) <= 128 and incoming.isprintable()
     return incoming if usable else request_ids.next()
 

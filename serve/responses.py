@@ -79,12 +79,18 @@ def json_answer(
 
 
 def revalidated(
-    state: ServingState, body: bytes, conditions: Conditions, modified: Modified | None = None
+    state: ServingState,
+    body: bytes,
+    conditions: Conditions,
+    modified: Modified | None = None,
+    etag: bytes | None = None,
 ) -> Response:
     """200 with ``body`` (and ``Last-Modified`` when ``modified`` is known), or its 304 when
     ``If-None-Match`` names it (in any snapshot), or, without ``If-None-Match``, when it has
-    not been modified since ``If-Modified-Since`` (RFC 9110, 13.2.2)."""
-    etag = content_etag(body)
+    not been modified since ``If-Modified-Since`` (RFC 9110, 13.2.2). ``etag``: the body's
+    ``content_etag``, when known already."""
+    if etag is None:
+        etag = content_etag(body)
     if conditions.if_none_match is not None:
         held = names_body(conditions.if_none_match, etag)
     else:

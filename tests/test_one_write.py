@@ -6,19 +6,23 @@ keep-alive connections."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import uvicorn
 
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
-from serve.one_write import COPY_LIMIT_BYTES, HeadHoldingTransport, hold_head
+from serve.one_write import COPY_LIMIT_BYTES, WHOLE_ANSWER, HeadHoldingTransport, hold_head
+from serve.request_heads import BoundedHttpToolsProtocol
 from tests.conftest import home_with_published_snapshot
-from tests.helpers.raw_http import address_of, request_bytes
+from tests.helpers.cli import free_ports
+from tests.helpers.raw_http import address_of, request_bytes, send_and_read
 from tests.helpers.serve_process import RunningApi, serving_process
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n"
@@ -77,7 +81,7 @@ def test_an_interim_100_continue_goes_out_at_once_and_the_head_after_it_is_held(
 def test_an_answer_without_a_body_is_sent_when_its_response_completes() -> None:
     sent = RecordingTransport()
     completed: list[bool] = []
-    cycle = SimpleNamespace(transport=sent, on_response=lambda: completed.append(True))
+    cycle = SimpleNamespace(transport=sent, on_response=lambda: completed.append(True), scope={})
     hold_head(cycle, sent)  # type: ignore[arg-type]
     cycle.transport.write(HEAD)  # a HEAD request's answer: uvicorn writes no body
     assert sent.calls == []
@@ -154,3 +158,85 @@ def test_pipelined_answers_with_and_without_bodies_arrive_whole_and_in_order(
     assert [answer[0] for answer in answers[:2]] == [304, 404]
     assert answers[1][2] and answers[2][2] == b""  # the 404's body; the HEAD's none
     assert answers[3] == (200, answers[3][1], body)  # the last one whole, after the HEAD
+
+
+ANSWER_HEADERS = [(b"etag", b'"e1"'), (b"content-length", b"5"), (b"content-type", b"text/plain")]
+
+
+async def whole_or_sent(scope: dict, receive: object, send: object) -> None:
+    """``/whole``: the answer through the whole-answer extension (or, refused, another body);
+    ``/sent``: the same answer through ``send``; ``/refused``: the extension asked to send a
+    header value holding a line break, and the body tells whether it did."""
+    whole = scope["extensions"][WHOLE_ANSWER]
+    headers, body = list(ANSWER_HEADERS), b"hello"
+    if scope["path"] == "/whole":
+        if whole(200, headers, body):
+            return
+        body = b"nope!"  # refused: the comparison with ``/sent`` fails
+    if scope["path"] == "/refused":
+        body = b"sent!" if whole(200, [*headers, (b"x-bad", b"a\r\nb: c")], body) else b"no, 5"
+    await send({"type": "http.response.start", "status": 200, "headers": headers})  # type: ignore[operator]
+    await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+
+@pytest.fixture(scope="module")
+def bounded_server() -> Iterator[str]:
+    """uvicorn with ``ductwork serve``'s protocol, in a thread, around ``whole_or_sent``."""
+    [port] = free_ports(1)
+    config = uvicorn.Config(
+        whole_or_sent, host="127.0.0.1", port=port, http=BoundedHttpToolsProtocol,
+        loop="uvloop", lifespan="off", log_level="warning",
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(600):
+            if server.started:
+                break
+            thread.join(0.05)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(ANSWER_LIMIT_S)
+
+
+def without_date(answer: bytes) -> bytes:
+    return b"\r\n".join(x for x in answer.split(b"\r\n") if not x.startswith(b"date: "))
+
+
+def test_a_whole_answer_goes_out_byte_for_byte_as_uvicorns_send_writes_it(
+    bounded_server: str,
+) -> None:
+    with socket.create_connection(address_of(bounded_server), timeout=ANSWER_LIMIT_S) as sock:
+        answers = []
+        for target in ("/whole", "/sent", "/whole"):
+            sock.sendall(request_bytes(bounded_server, target, {}))
+            received = b""
+            while not received.endswith(b"hello"):
+                chunk = sock.recv(65536)
+                assert chunk, "the connection closed"
+                received += chunk
+            answers.append(without_date(received))
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0].startswith(b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\netag: ")
+
+
+def test_a_whole_answer_to_connection_close_says_so_and_closes_as_send_does(
+    bounded_server: str,
+) -> None:
+    closing = {"Connection": "close"}
+    whole = send_and_read(bounded_server, request_bytes(bounded_server, "/whole", closing), 30)
+    sent = send_and_read(bounded_server, request_bytes(bounded_server, "/sent", closing), 30)
+    assert b"connection: close\r\n" in whole
+    assert without_date(whole) == without_date(sent)
+
+
+def test_a_header_value_with_a_line_break_is_left_to_send_which_refuses_it(
+    bounded_server: str,
+) -> None:
+    answer = send_and_read(
+        bounded_server, request_bytes(bounded_server, "/refused", {"Connection": "close"}), 30
+    )
+    assert answer.endswith(b"no, 5") and b"x-bad" not in answer

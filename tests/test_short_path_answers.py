@@ -140,9 +140,9 @@ def test_lookups_found_unknown_and_revalidated_are_the_routes_answers(servers: S
     for path, extra, status in cases:
         headers = {**auth, **extra}
         routed = fetch(servers.routes, path, headers)
-        short = fetch(servers.short, path, headers)
         assert routed.status == status, path
-        assert short == routed, (path, extra)
+        for _ in range(2):  # the second from what the first made ready
+            assert fetch(servers.short, path, headers) == routed, (path, extra)
 
 
 def test_list_pages_plain_filtered_and_revalidated_are_the_routes_answers(
@@ -173,9 +173,9 @@ def test_list_pages_plain_filtered_and_revalidated_are_the_routes_answers(
             extra = {"If-None-Match": fetch(servers.routes, path, auth).header("etag")}
         headers = {**auth, **extra}
         routed = fetch(servers.routes, path, headers)
-        short = fetch(servers.short, path, headers)
         assert routed.status == status, (path, extra)
-        assert short == routed, (path, extra)
+        for _ in range(2):  # the second from what the first made ready
+            assert fetch(servers.short, path, headers) == routed, (path, extra)
 
 
 def test_bad_or_other_parameters_still_reach_the_routes_validation(servers: Servers) -> None:
