@@ -129,8 +129,9 @@ class FastAnswers:
             await count_in_scope(scope, app_state.key_limit, key, cost)
         except ApiError as error:
             return error_response(error, path)
-        # The present's answers are kept ready; a past state is not kept long enough to gain.
-        kept = None if past is not None else state.ready
+        # The present's list pages are kept ready (a lookup costs less than keeping it); a past
+        # state is not kept long enough to gain.
+        kept = None if past is not None or isinstance(planned, _Lookup) else state.ready
         ready = None if kept is None else kept.get((path, query))
         if ready is None:
             made = await _made_ready(state, planned)
@@ -198,7 +199,7 @@ class FastAnswersInFront(FastAnswers):
         # With CORS on, a request from a browser origin is left to the CORS layer.
         self.passed_on = (b"accept-datetime", b"origin") if cors else (b"accept-datetime",)
         # What Memento's layer adds to an answer of the present, by request path and query.
-        self._links: dict[tuple[bytes, bytes], list[tuple[bytes, bytes]]] = {}
+        self._links: dict[tuple[bytes, bytes], tuple[tuple[bytes, bytes], ...]] = {}
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         heads = self._takes(scope)
@@ -244,7 +245,8 @@ class FastAnswersInFront(FastAnswers):
         added = self._links.get(target)
         if added is None:
             asked = asked_of(scope)
-            added = [] if asked is None else linked([], asked)
+            # A tuple of bytes pairs: the collector stops tracking it, however many are kept.
+            added = () if asked is None else tuple(linked([], asked))
             if len(self._links) >= LINKS_KEPT:
                 self._links.clear()
             self._links[target] = added

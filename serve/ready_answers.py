@@ -1,14 +1,16 @@
-"""What the short path learned about an answer of the current snapshot, kept for the next
+"""What the short path learned about a list page of the current snapshot, kept for the next
 request of the same path and query.
 
-A SKU lookup or a list page is the same bytes for as long as its snapshot is served, yet the
-short path (``serve/fast_answers.py``) would build its envelope and hash it for its ETag on
-every request: for a page of a hundred products that is most of the request's cost. Each
-serving state keeps a ``ReadyAnswers`` of its own, so nothing outlives the snapshot it was read
-from. An entry holds the ETag and, for an answer built from records held in memory, the body
-too; a page sliced from a record file is sliced again (cheaply) rather than copied here. The
-least recently used entries are dropped beyond the byte limit. Only products and digital
-assets are kept: no personal data, so nothing here needs to follow an erasure.
+A list page is the same bytes for as long as its snapshot is served, yet the short path
+(``serve/fast_answers.py``) would gather its records, wrap them in the envelope and hash the
+whole for its ETag on every request: for a page of a hundred products that is most of the
+request's cost. Each serving state keeps a ``ReadyAnswers`` of its own, so nothing outlives the
+snapshot it was read from. An entry holds the ETag and, for a page built from records held in
+memory, the body too; a page sliced from a record file is sliced again (cheaply) rather than
+copied here. The least recently used entries are dropped beyond the byte limit. A SKU lookup is
+not kept: making it again costs less than keeping every SKU would (and than missing them all,
+were there more than the limit holds). Only products and digital assets are kept: no personal
+data, so nothing here needs to follow an erasure.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ LIMIT_BYTES = 16 << 20  # per worker and snapshot
 
 
 class Ready(NamedTuple):
-    """An answer's body (None: read it again), its ETag and its Last-Modified (lookups)."""
+    """An answer's body (None: read it again), its ETag and its Last-Modified (a lookup's,
+    made ready for its one request)."""
 
     body: bytes | None
     etag: bytes
