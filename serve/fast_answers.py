@@ -76,7 +76,7 @@ _FEED_PARAMETERS = frozenset({"since", "limit"})
 # In a request's scope: how to get its answer's gzip form other than by compressing it.
 GZIPPED = "ductwork.gzipped"
 _ASSET_PARAMETERS = frozenset({"count", "page", "updatedAfter"})
-_NONE: dict[str, Any] = {}
+_NO_EXTENSIONS: dict[str, Any] = {}
 # Request targets whose Memento headers the short path in front keeps, per worker.
 LINKS_KEPT = 16384
 
@@ -274,7 +274,7 @@ class FastAnswersInFront(FastAnswers):
             self.gzip_answers, scope, status, headers, response.body, scope.get(GZIPPED), heads.gzip
         )
         tagged(headers, request_id)
-        whole = scope.get("extensions", _NONE).get(WHOLE_ANSWER)
+        whole = scope.get("extensions", _NO_EXTENSIONS).get(WHOLE_ANSWER)
         try:
             if whole is None or not whole(status, headers, body):
                 await send({"type": "http.response.start", "status": status, "headers": headers})
