@@ -91,7 +91,7 @@ class FastAnswers:
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
             try:
-                response = await self._answer(scope, _read_heads(scope["headers"]))
+                response = await self._answer(scope, None)
             except Exception:  # this sits outside the framework's error layer: pass it on
                 log.exception("short path failed on %s; the routes answer it", scope["path"])
                 response = None
@@ -100,7 +100,9 @@ class FastAnswers:
                 return
         await self.app(scope, receive, send)
 
-    async def _answer(self, scope: Scope, heads: _Heads) -> Any:
+    async def _answer(self, scope: Scope, heads: _Heads | None) -> Any:
+        """The answer to a request the short path takes, or None. ``heads``: its headers, when
+        read already (read here otherwise, once the request is known to be one it takes)."""
         path: str = scope["path"]
         if path.startswith(_PRODUCTS):
             family = Family.PRODUCTS
@@ -121,6 +123,8 @@ class FastAnswers:
             return None
         # The key is verified only for a request this path takes (the routes verify the
         # others), and counted against its limit before any record is read for it.
+        if heads is None:
+            heads = _heads_of(scope)
         key = key_of(app_state.keys, heads.authorization)
         if key is None or not grants(key.scopes, family, path):
             return None
@@ -146,13 +150,15 @@ class FastAnswers:
             body = await _read(state, planned)  # type: ignore[arg-type]
         return revalidated(state, body, heads.conditions, ready.modified, ready.etag)
 
-    async def _feed_answer(self, scope: Scope, heads: _Heads) -> Any:
+    async def _feed_answer(self, scope: Scope, heads: _Heads | None) -> Any:
         """A page of the changes feed that needs no read of the snapshot, or None."""
         planned = _feed_plan(scope["path"], scope["query_string"])
         app_state = scope["app"].state
         state = app_state.live.get()
         if planned is None or state is None:
             return None
+        if heads is None:
+            heads = _heads_of(scope)
         conditions = heads.conditions
         if conditions.accept is not None and NDJSON in conditions.accept:
             return None
@@ -293,6 +299,13 @@ class _Heads(NamedTuple):
     conditions: Conditions  # as Starlette's ``Headers.get`` reads them
     request_id: str  # the first X-Request-ID, empty when absent
     gzip: bytes | None  # as ``gzip_cache.first_accept_encoding`` reads it
+
+
+def _heads_of(scope: Scope) -> _Heads:
+    """The request's headers as the short path reads them (none passed on)."""
+    heads = _read_heads(scope["headers"])
+    assert heads is not None  # only a header named in ``passed_on`` gives None
+    return heads
 
 
 def _read_heads(

@@ -1,7 +1,9 @@
 """An answer's head goes out with its body in one write, and nothing is held back for good:
 unit tests of the held head over a transport that records its writes (a shortcut: they prove
 the write pattern, not the server), then ``ductwork serve`` as the CLI starts it, on raw
-keep-alive connections."""
+keep-alive connections. The whole-answer extension is compared with uvicorn's ``send`` on
+uvicorn itself with ``ductwork serve``'s protocol, in a thread, around a small app of the test's
+own (a shortcut: it proves the bytes of the two ways, not the read API's answers)."""
 
 from __future__ import annotations
 
