@@ -96,6 +96,23 @@ async def count_in_scope(
         raise rate_limited(wait)
 
 
+def counted_now(
+    scope: MutableMapping[str, Any], limit: RequestLimit, key: ApiKey, cost: int = 1
+) -> bool:
+    """``count_in_scope`` without an await, where it needs none (a limit counted in this
+    process's memory): True once the request is counted (429 raised beyond the limit), False
+    with nothing counted when ``count_in_scope`` must be awaited instead."""
+    if scope.get(KEY_COUNTED):
+        return True
+    if not limit.in_memory:
+        return False
+    scope[KEY_COUNTED] = True
+    wait = limit.check_now(key.key_hash, cost)
+    if wait is not None:
+        raise rate_limited(wait)
+    return True
+
+
 async def require_key(request: Request) -> ApiKey:
     """The caller's active key, allowed for this path (by its family's scope, or the scope of
     the stream it draws on) and within its rate limit; 401, 403 or 429 otherwise."""

@@ -49,11 +49,11 @@ from ductwork.keys import grants
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import PRODUCTS
 from serve.data_age import AgeRule
-from serve.deps import count_in_scope, key_of
+from serve.deps import count_in_scope, counted_now, key_of
 from serve.failed_requests import RefusedClients, client_address
 from serve.gzip_cache import AnswerCache, encode_whole
 from serve.live_snapshot import PAST_STATE, ServingState
-from serve.memento import asked_of, linked
+from serve.memento import asked_of, linked, present_spec_headers
 from serve.observability import Metrics, record_answer, tagged, usable_request_id
 from serve.one_write import WHOLE_ANSWER
 from serve.query_strings import query_pairs
@@ -77,8 +77,6 @@ _FEED_PARAMETERS = frozenset({"since", "limit"})
 GZIPPED = "ductwork.gzipped"
 _ASSET_PARAMETERS = frozenset({"count", "page", "updatedAfter"})
 _NO_EXTENSIONS: dict[str, Any] = {}
-# Request targets whose Memento headers the short path in front keeps, per worker.
-LINKS_KEPT = 16384
 
 
 class FastAnswers:
@@ -129,8 +127,10 @@ class FastAnswers:
         if key is None or not grants(key.scopes, family, path):
             return None
         cost = page_cost(planned.size) if isinstance(planned, _ListPage) else 1
+        limit = app_state.key_limit
         try:
-            await count_in_scope(scope, app_state.key_limit, key, cost)
+            if not counted_now(scope, limit, key, cost):
+                await count_in_scope(scope, limit, key, cost)
         except ApiError as error:
             return error_response(error, path)
         # The present's list pages are kept ready (a lookup costs less than keeping it); a past
@@ -138,7 +138,10 @@ class FastAnswers:
         kept = None if past is not None or isinstance(planned, _Lookup) else state.ready
         ready = None if kept is None else kept.get((path, query))
         if ready is None:
-            made = await _made_ready(state, planned)
+            if isinstance(planned, _Lookup):
+                made = _lookup_ready(state, planned)
+            else:
+                made = await _page_ready(state, planned)
             if made is None:
                 return error_response(_not_found(planned), path)  # type: ignore[arg-type]
             ready, body = made
@@ -166,8 +169,10 @@ class FastAnswers:
         stream = planned.stream
         if key is None or not grants(key.scopes, stream.family, stream.path):
             return None
+        limit, cost = app_state.key_limit, page_cost(planned.limit)
         try:
-            await count_in_scope(scope, app_state.key_limit, key, page_cost(planned.limit))
+            if not counted_now(scope, limit, key, cost):
+                await count_in_scope(scope, limit, key, cost)
         except ApiError as error:
             return error_response(error, scope["path"])
         try:
@@ -204,8 +209,6 @@ class FastAnswersInFront(FastAnswers):
         self.gzip_answers = gzip_answers
         # With CORS on, a request from a browser origin is left to the CORS layer.
         self.passed_on = (b"accept-datetime", b"origin") if cors else (b"accept-datetime",)
-        # What Memento's layer adds to an answer of the present, by request path and query.
-        self._links: dict[tuple[bytes, bytes], tuple[tuple[bytes, bytes], ...]] = {}
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         heads = self._takes(scope)
@@ -241,22 +244,16 @@ class FastAnswersInFront(FastAnswers):
         self, scope: Scope, headers: list[tuple[bytes, bytes]]
     ) -> list[tuple[bytes, bytes]]:
         """``headers`` of an answer of the present to this request (changed in place) with
-        what Memento's layer adds: ``Vary: Accept-Datetime`` and the links, the same for every
-        answer without a ``Vary`` of its own to the same request target, so worked out once
-        for it."""
-        if any(name == b"vary" for name, _ in headers):  # none of ours: merged as the layer does
-            asked = asked_of(scope)
-            return headers if asked is None else linked(headers, asked)
-        target = (scope.get("raw_path") or scope["path"].encode(), scope["query_string"])
-        added = self._links.get(target)
-        if added is None:
-            asked = asked_of(scope)
-            # A tuple of bytes pairs: the collector stops tracking it, however many are kept.
-            added = () if asked is None else tuple(linked([], asked))
-            if len(self._links) >= LINKS_KEPT:
-                self._links.clear()
-            self._links[target] = added
-        headers += added
+        what Memento's layer adds: on a spec path, ``Vary: Accept-Datetime`` and the links."""
+        if scope["path"].startswith(_FEED):  # no spec path: the layer adds nothing
+            return headers
+        for name, _ in headers:
+            if name == b"vary":  # none of ours has one: merged as the layer does
+                asked = asked_of(scope)
+                return headers if asked is None else linked(headers, asked)
+        # Every other path the short path takes is a spec path with mementos.
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        headers += present_spec_headers(raw_path, scope["query_string"])
         return headers
 
     async def _send(
@@ -276,9 +273,11 @@ class FastAnswersInFront(FastAnswers):
         if synced is not None:
             headers.append((b"x-synced-at", synced))
         headers = self._with_memento_headers(scope, headers)
-        body = await encode_whole(
-            self.gzip_answers, scope, status, headers, response.body, scope.get(GZIPPED), heads.gzip
-        )
+        body = response.body
+        if heads.gzip is not None:  # otherwise the gzip layer sends the answer as it is
+            body = await encode_whole(
+                self.gzip_answers, scope, status, headers, body, scope.get(GZIPPED), heads.gzip
+            )
         tagged(headers, request_id)
         whole = scope.get("extensions", _NO_EXTENSIONS).get(WHOLE_ANSWER)
         try:
@@ -394,20 +393,21 @@ def _find(state: ServingState, lookup: _Lookup) -> bytes | None:
     return state.catalog.unit(lookup.slug, lookup.sku)
 
 
-async def _made_ready(
-    state: ServingState, planned: _Lookup | _ListPage
-) -> tuple[Ready, bytes] | None:
-    """A lookup's or a list page's answer made ready, and its body (None: an unknown SKU).
-    A page of digital assets, a slice of the record file, is kept without its body."""
-    if isinstance(planned, _Lookup):
-        record = _find(state, planned)
-        if record is None:
-            return None
-        body = product_lookup(record)
-        modified = state.times.of(PRODUCTS.name, planned.sku)
-        return Ready(body, content_etag(body), modified), body
-    body = await _read(state, planned)
-    return Ready(body if planned.slug is not None else None, content_etag(body)), body
+def _lookup_ready(state: ServingState, lookup: _Lookup) -> tuple[Ready, bytes] | None:
+    """A lookup's answer made ready, and its body; None for an unknown SKU."""
+    record = _find(state, lookup)
+    if record is None:
+        return None
+    body = product_lookup(record)
+    modified = state.times.of(PRODUCTS.name, lookup.sku)
+    return Ready(body, content_etag(body), modified), body
+
+
+async def _page_ready(state: ServingState, page: _ListPage) -> tuple[Ready, bytes]:
+    """A list page's answer made ready, and its body. A page of digital assets, a slice of the
+    record file, is kept without its body."""
+    body = await _read(state, page)
+    return Ready(body if page.slug is not None else None, content_etag(body)), body
 
 
 def _not_found(lookup: _Lookup) -> ApiError:

@@ -126,6 +126,19 @@ def _header(headers: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
     return None
 
 
+_VARY_ACCEPT_DATETIME = (_VARY, _ACCEPT_DATETIME)
+
+
+def present_spec_headers(raw_path: bytes, query: bytes) -> tuple[tuple[bytes, bytes], ...]:
+    """What ``linked`` adds to an answer of the present to a GET of a spec path with mementos
+    (``raw_path`` and ``query`` as the request came) whose headers hold no ``Vary``: the same
+    lines, worked out without reading those headers (for the short path, on every answer)."""
+    target = request_target(raw_path, query)
+    if len(target) > LINKED_TARGET_MAX:
+        return (_VARY_ACCEPT_DATETIME,)
+    return (_VARY_ACCEPT_DATETIME, (b"link", _present_links(target)))
+
+
 class Asked(NamedTuple):  # made for every request: a tuple is the cheapest to build
     """What a request names: the spec path with its query whose answer it gets (``target``),
     whether the request's own URI is that path (where ``Accept-Datetime`` negotiates), and the

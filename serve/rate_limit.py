@@ -190,12 +190,21 @@ class RequestLimit:
         self._name = name
         self._limit = RateLimitItemPerSecond(per_second)
 
+    @property
+    def in_memory(self) -> bool:
+        """Counted in this process's memory alone (no Redis): ``check_now`` may count."""
+        return self._counter.in_memory
+
+    def check_now(self, client: str, cost: int = 1) -> int | None:
+        """``check`` for a limit counted ``in_memory``, which needs no await."""
+        cost = min(cost, self._limit.amount)
+        return self._counter.hit_in_memory(self._limit, (self._name, client), cost)
+
     async def check(self, client: str, cost: int = 1) -> int | None:
         """Count a request of ``cost`` units (at most the whole limit, so that every request
         can pass in an idle window): None if allowed, else the seconds to wait (for
         ``Retry-After``)."""
-        counter = self._counter
+        if self._counter.in_memory:  # nothing to wait for: spare the counter's coroutine
+            return self.check_now(client, cost)
         cost = min(cost, self._limit.amount)
-        if counter.in_memory:  # nothing to wait for: spare every answer the counter's coroutine
-            return counter.hit_in_memory(self._limit, (self._name, client), cost)
-        return await counter.hit(self._limit, (self._name, client), cost)
+        return await self._counter.hit(self._limit, (self._name, client), cost)

@@ -55,6 +55,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if BoundedHttpToolsProtocol.head_timeout_s is None:
             BoundedHttpToolsProtocol.head_timeout_s = load(ServeSettings).serve_head_timeout_s
         self._head_timer: asyncio.TimerHandle | None = None
+        # When the head being read must be complete (loop time); None while none is read.
+        self._head_deadline: float | None = None
         self._refused = False
         self._begin_head()
 
@@ -100,7 +102,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Parser callbacks
     def on_headers_complete(self) -> None:
         self._reading_head = False
-        self._cancel_head_timer()
+        self._head_deadline = None  # the timer, if pending, finds no head to time out
         before = self.cycle
         super().on_headers_complete()
         if self.cycle is not None and self.cycle is not before:
@@ -115,20 +117,30 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             self._arm_head_timer()
 
-    # Timing out a head
+    # Timing out a head. One timer per connection, not one armed and one cancelled per request:
+    # an answer only moves the deadline, and a timer that fires before the deadline it finds
+    # waits on for that one (at most once per timeout on a busy connection).
     def _arm_head_timer(self) -> None:
-        self._cancel_head_timer()
         timeout = BoundedHttpToolsProtocol.head_timeout_s
         assert timeout is not None
-        self._head_timer = self.loop.call_later(timeout, self._head_timed_out)
+        deadline = self._head_deadline = self.loop.time() + timeout
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_at(deadline, self._head_timed_out)
 
     def _cancel_head_timer(self) -> None:
+        self._head_deadline = None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
+        deadline = self._head_deadline
+        if deadline is None:  # no head is being read: the next answer arms the timer again
+            return
+        if self.loop.time() < deadline:  # a later head began: its own deadline counts
+            self._head_timer = self.loop.call_at(deadline, self._head_timed_out)
+            return
         answering = self.cycle is not None and not self.cycle.response_complete
         # A request being answered re-arms the timer when its answer is complete.
         if self._reading_head and not answering and not self.transport.is_closing():

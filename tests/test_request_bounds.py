@@ -18,6 +18,7 @@ from ductwork.settings import HomeSettings
 from serve.request_heads import HEAD_LIMIT_BYTES
 from tests.conftest import home_with_published_snapshot
 from tests.helpers.raw_http import (
+    address_of,
     get_many,
     headers_of,
     request_bytes,
@@ -121,6 +122,41 @@ def test_an_idle_keep_alive_connection_is_closed_after_its_answer(served: Served
     request = request_bytes(served.api.url, f"{paths.PRODUCTS_LIST}?count=1", served.auth)
     waited = seconds_until_closed(served.api.url, request, b"", limit_s=HEAD_TIMEOUT_S + 10)
     assert waited <= HEAD_TIMEOUT_S + 3, waited
+
+
+def test_a_second_head_gets_the_whole_timeout_from_the_first_answer(served: Served) -> None:
+    """The first head trickles in for most of the timeout; the second, never finished, is cut
+    off a whole timeout after the first answer, not a timeout after the connection opened."""
+    request = request_bytes(served.api.url, f"{paths.PRODUCTS_LIST}?count=1", served.auth)
+    answered_after, closed_after = asyncio.run(_two_heads(served.api.url, request))
+    assert answered_after >= 0.5 * HEAD_TIMEOUT_S, answered_after
+    assert HEAD_TIMEOUT_S - 0.3 <= closed_after <= HEAD_TIMEOUT_S + 3, closed_after
+
+
+async def _two_heads(url: str, request: bytes) -> tuple[float, float]:
+    """Seconds from opening to the first answer, and from that answer to the close, for a
+    connection whose first head comes in four pieces a fifth of the timeout apart and whose
+    second head is begun and never finished."""
+    reader, writer = await asyncio.open_connection(*address_of(url))
+    try:
+        opened = asyncio.get_running_loop().time()
+        quarter = len(request) // 4
+        pieces = [request[i * quarter : (i + 1) * quarter] for i in range(3)]
+        for piece in [*pieces, request[3 * quarter :]]:
+            if piece is not pieces[0]:
+                # The client's own pace, the behaviour under test: no answer can come yet.
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(reader.read(1), 0.2 * HEAD_TIMEOUT_S)
+            writer.write(piece)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), ANSWER_LIMIT_S)
+        await reader.readexactly(int(headers_of(head)["content-length"]))
+        answered = asyncio.get_running_loop().time()
+        writer.write(f"GET {paths.PRODUCTS_LIST} HTTP/1.1\r\nX-Never: ".encode())
+        rest = await asyncio.wait_for(reader.read(), HEAD_TIMEOUT_S + 10)
+        assert rest == b"", rest[:200]  # closed without an answer
+        return answered - opened, asyncio.get_running_loop().time() - answered
+    finally:
+        writer.close()
 
 
 def test_padded_gzip_queries_grow_the_servers_memory_by_under_64_mib(served: Served) -> None:

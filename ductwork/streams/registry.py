@@ -52,20 +52,52 @@ def stream_of_asset(asset: str) -> Stream | None:
 def stream_serving(path: str) -> Stream | None:
     """The stream a spec path draws on: the one whose own path is the path or a folder of it,
     else the one that ``serves_below`` a prefix of it; None for a path of no stream."""
-    for own, folder, stream in _OWN_PATHS:
+    candidates = _BY_FAMILY_FOLDER.get(_family_folder(path))
+    if candidates is None:
+        return None
+    own_paths, served_below = candidates
+    for own, folder, stream in own_paths:
         if path == own or path.startswith(folder):
             return stream
-    for below, stream in _SERVED_BELOW:
+    for below, stream in served_below:
         if path.startswith(below):
             return stream
     return None
 
 
-# What ``stream_serving`` compares, made once: it runs for every request of the read API.
-_OWN_PATHS = tuple((stream.path, stream.path + "/", stream) for stream in STREAMS)
-_SERVED_BELOW = tuple(
-    (stream.serves_below, stream) for stream in STREAMS if stream.serves_below is not None
-)
+def _family_folder(path: str) -> str:
+    """The path's first two segments with the slash after them (``/products/v2.0/``); empty
+    for a path with fewer."""
+    end = path.find("/", path.find("/", 1) + 1)
+    return path[: end + 1] if end > 0 else ""
+
+
+_Candidates = tuple[list[tuple[str, str, Stream]], list[tuple[str, Stream]]]
+
+
+def _index_by_family_folder() -> dict[str, _Candidates]:
+    """What ``stream_serving`` compares, made once (it runs for every request of the read API)
+    and grouped by the two segments every stream's paths begin with, so that a path is
+    compared only with the streams of its own family, in registry order."""
+    index: dict[str, _Candidates] = {}
+    for stream in STREAMS:
+        own_paths, _ = index.setdefault(_checked_folder(stream.path), ([], []))
+        own_paths.append((stream.path, stream.path + "/", stream))
+    for stream in STREAMS:
+        if stream.serves_below is not None:
+            _, served_below = index.setdefault(_checked_folder(stream.serves_below), ([], []))
+            served_below.append((stream.serves_below, stream))
+    return index
+
+
+def _checked_folder(path: str) -> str:
+    folder = _family_folder(path)
+    if not folder:
+        raise ValueError(f"a stream's path must begin with two segments and a slash: {path!r}")
+    return folder
+
+
+_BY_FAMILY_FOLDER = _index_by_family_folder()
 
 
 def all_steps() -> list[Step]:
