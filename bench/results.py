@@ -447,9 +447,11 @@ class Report:
     def peer(self) -> None:
         scale = self.first
         peer = self.found.peer.get(scale, [])
-        # dlt fetches from the sandbox: it is compared with ductwork's sync against the sandbox.
+        # dlt fetches from the sandbox: it is compared with ductwork's syncs against the
+        # sandbox run beside it (the sandbox full sync of section 1 for a run without them).
         base = self.found.sandbox_full.get(scale)
-        ours = [base] if base is not None else self.found.full.get(scale, [])
+        ours = self.found.peer_ours.get(scale) or ([base] if base is not None else [])
+        ours = ours or self.found.full.get(scale, [])
         if not ours:
             return
         self.body += [f"### 4. dlt `rest_api` peer vs `ductwork sync`, scale `{scale}`", ""]
@@ -472,8 +474,9 @@ class Report:
             "dlt tuned as its documentation allows: `parallelized: True` on every resource, 8 "
             "extract workers, `max_table_nesting=0`, Parquet load files (`bench/dlt_peer.py`). "
             "Both fetch from the sandbox itself (dlt's requests are not the sync's, so the "
-            "replay has no answers for them); ductwork's row is its full sync against the "
-            "sandbox. "
+            "replay has no answers for them); ductwork's rows are its full syncs against the "
+            "sandbox, each on a fresh data folder just before a dlt run, so that the two sides "
+            "of the ratio meet the machine as it is at that moment. "
             f"Upstream requests: dlt {self.found.peer_requests.get(scale, 0):,}, "
             f"ductwork {ours[-1].requests:,}.",
             "",

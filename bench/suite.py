@@ -355,6 +355,9 @@ class Findings:
     # large scale (both against the sandbox) are compared with.
     sandbox_full: dict[str, SyncRun] = field(default_factory=dict)
     peer: dict[str, list[Measured]] = field(default_factory=dict)
+    # scale -> ductwork's full sync against the sandbox run just before each dlt run, on a
+    # fresh data folder: the two sides of the peer's ratio minutes apart, not a quarter hour.
+    peer_ours: dict[str, list[SyncRun]] = field(default_factory=dict)
     peer_requests: dict[str, int] = field(default_factory=dict)
     startup_floor: list[float] = field(default_factory=list)
     startup_floor_rss: list[int] = field(default_factory=list)
@@ -511,13 +514,16 @@ class Suite:
             print(f"[{scale}] {run}: {misses} replay misses", flush=True)
 
     def peer_runs(self, up: Upstream, started: float) -> None:
-        """The dlt peer ``--dlt-runs`` times, fewer if the next run would leave too little of
-        the budget for the large scale (estimated from this scale's full syncs)."""
+        """The dlt peer ``--dlt-runs`` times, each just after a full ``ductwork sync`` against
+        the same sandbox on a fresh data folder (the other side of its ratio); fewer if the
+        next pair would leave too little of the budget for the large scale (estimated from
+        this scale's full syncs)."""
         options = self.options
         for index in range(options.dlt_runs):
             if index and len(options.scales) > 1:
                 spent = time.perf_counter() - started
                 dlt = statistics.median(m.seconds for m in self.found.peer[up.scale])
+                dlt += statistics.median(r.seconds for r in self.found.peer_ours[up.scale])
                 # The large scale's syncs run against the sandbox, as this one did.
                 sync = self.found.sandbox_full[up.scale].seconds
                 large = LARGE_FACTOR * sync * options.large_runs + LARGE_FIXED_S
@@ -529,12 +535,16 @@ class Suite:
                     )
                     return
             with self.part(f"dlt peer ({up.scale})"):
+                home = self.new_home()
+                ours = self.sync(up, home)
+                shutil.rmtree(home)  # only its time and memory are kept
                 result, requests = self.peer(up)
+            self.found.peer_ours.setdefault(up.scale, []).append(ours)
             self.found.peer.setdefault(up.scale, []).append(result)
             self.found.peer_requests[up.scale] = requests
             print(
-                f"[{up.scale}] dlt {result.report['seconds']:.1f}s, "
-                f"{result.peak_rss / GIB:.2f} GiB",
+                f"[{up.scale}] ductwork sync {ours.seconds:.1f}s, then dlt "
+                f"{result.report['seconds']:.1f}s, {result.peak_rss / GIB:.2f} GiB",
                 flush=True,
             )
 

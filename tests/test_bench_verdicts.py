@@ -134,6 +134,17 @@ def test_the_syncs_targets_judge_replayed_runs_against_the_raw_floor() -> None:
     assert row.rstrip(" |").endswith("| 100 | 0")  # requests, then the replay's misses
 
 
+def test_dlt_is_compared_with_the_syncs_run_beside_it_when_there_are_any() -> None:
+    """The sync just before each dlt run, not the sandbox sync of a quarter hour earlier."""
+    found = _floors_and_syncs(misses=[0, 0, 0])
+    found.peer["medium"].append(Measured(390.0, 2000 * MIB, {"seconds": 380.0}))
+    found.peer_ours = {"medium": [_sync(40.0, 400, 30.0), _sync(36.0, 400, 30.0)]}
+    verdicts, report = _verdicts(found)
+    assert verdicts["dlt / ductwork, wall (medium)"] == ("9.74", "**missed**")  # 370 / 38
+    row = next(line for line in report.body if line.startswith("| `ductwork sync`, s"))
+    assert "| 40.0 | 36.0 |" in row
+
+
 def test_a_replay_miss_or_another_request_count_misses_every_verdict_against_the_floor() -> None:
     floor_verdicts = (
         "full sync wall / raw floor wall (medium)",
