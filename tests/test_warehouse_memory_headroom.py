@@ -1,19 +1,27 @@
 """A write that runs out of DuckDB's memory limit is rolled back and retried under a raised
 limit, so that a small limit keeps the sync's memory low without failing it at larger scales.
 
-Unit tests on a real DuckDB database: the out-of-memory error is DuckDB's own.
+On real DuckDB databases (the out-of-memory error is DuckDB's own): the helper alone, and the
+lead list's write as the sync calls it, on a warehouse opened as a step opens it.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import duckdb
 import pytest
+from dagster_duckdb import DuckDBResource
 
+from assets.resources import open_warehouse
+from ductwork.streams.registry import LEADS
+from ductwork.sync.cursor_list import CURSOR_MEMBERS, HeldPage
 from ductwork.warehouse.memory_headroom import DOUBLINGS, memory_limit_bytes, with_memory_headroom
+from ductwork.warehouse.sync_state import read_state
 
 MiB = 2**20
+LEAD_LIST = LEADS.steps[0].reader
 
 
 def one_list_of(numbers: int, con: duckdb.DuckDBPyConnection) -> None:
@@ -74,3 +82,41 @@ def test_a_write_that_fits_runs_once_under_the_limit_it_was_given() -> None:
     assert with_memory_headroom(con, lambda: calls.append(1) or 7, what="a test batch") == 7
     assert calls == [1]
     assert memory_limit_bytes(con) == int(61.0 * MiB)
+
+
+def test_a_page_of_leads_that_outgrows_the_limit_lands_once_where_the_sync_writes_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lead list's write as the sync calls it (``store_pages``), on a real warehouse under
+    a limit the held pages outgrow: rolled back, retried under a raised limit, each lead stored,
+    versioned and queued for its details once, the resume point at the last page's cursor; the
+    next step opens the warehouse under the configured limit again."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    leads = [
+        {"Id": f"L{n:05d}", "CreatedDate": f"2025-01-01T00:{n // 60:02d}:{n % 60:02d}.000Z",
+         "Status": "Open", "Name": "x" * 200}
+        for n in range(2_000)
+    ]  # fmt: skip
+    cursor = (leads[-1]["CreatedDate"], leads[-1]["Id"])
+    pages: list[HeldPage] = [(leads[:1_000], None), (leads[1_000:], cursor)]
+    with open_warehouse(resource) as con:
+        configured = memory_limit_bytes(con)
+        con.execute("SET memory_limit = '4MiB'")  # well under what these pages need
+        with caplog.at_level(logging.WARNING, logger="ductwork"):
+            stored = LEAD_LIST.store_pages(con, LEADS.assets[0], pages)
+        raised = memory_limit_bytes(con)
+        counts = con.execute(
+            "SELECT (SELECT count(*) FROM leads), (SELECT count(DISTINCT id) FROM leads), "
+            "(SELECT count(*) FROM lead_history), (SELECT count(*) FROM lead_detail_queue)"
+        ).fetchone()
+        resume_point = read_state(con, LEADS.assets[0])
+    with open_warehouse(resource) as con:
+        reopened = memory_limit_bytes(con)
+
+    retries = [r for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()]
+    assert retries and retries[0].getMessage().startswith("crm_leads: a batch ran out")
+    assert raised >= 8 * MiB
+    assert stored == 2_000
+    assert counts == (2_000, 2_000, 2_000, 2_000)
+    assert resume_point == dict(zip(CURSOR_MEMBERS, cursor, strict=True))
+    assert reopened == configured
