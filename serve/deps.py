@@ -87,10 +87,9 @@ async def count_in_scope(
     scope: MutableMapping[str, Any], limit: RequestLimit, key: ApiKey, cost: int = 1
 ) -> None:
     """``count_against_key_limit`` for the ASGI ``scope`` of a request of ``cost`` units."""
-    if scope.get(KEY_COUNTED):
+    if counted_now(scope, limit, key, cost):
         return
     scope[KEY_COUNTED] = True
-    # Counted by the key's hash: the key itself is never kept in memory longer than needed.
     wait = await limit.check(key.key_hash, cost)
     if wait is not None:
         raise rate_limited(wait)
@@ -107,6 +106,7 @@ def counted_now(
     if not limit.in_memory:
         return False
     scope[KEY_COUNTED] = True
+    # Counted by the key's hash: the key itself is never kept in memory longer than needed.
     wait = limit.check_now(key.key_hash, cost)
     if wait is not None:
         raise rate_limited(wait)
