@@ -141,9 +141,10 @@ async def _two_heads(url: str, request: bytes) -> tuple[float, float]:
     try:
         opened = asyncio.get_running_loop().time()
         quarter = len(request) // 4
-        pieces = [request[i * quarter : (i + 1) * quarter] for i in range(3)]
-        for piece in [*pieces, request[3 * quarter :]]:
-            if piece is not pieces[0]:
+        pieces = [request[:quarter], request[quarter : 2 * quarter],
+                  request[2 * quarter : 3 * quarter], request[3 * quarter :]]  # fmt: skip
+        for number, piece in enumerate(pieces):
+            if number:
                 # The client's own pace, the behaviour under test: no answer can come yet.
                 with pytest.raises(TimeoutError):
                     await asyncio.wait_for(reader.read(1), 0.2 * HEAD_TIMEOUT_S)

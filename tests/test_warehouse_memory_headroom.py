@@ -2,7 +2,8 @@
 limit, so that a small limit keeps the sync's memory low without failing it at larger scales.
 
 On real DuckDB databases (the out-of-memory error is DuckDB's own): the helper alone, and the
-lead list's write as the sync calls it, on a warehouse opened as a step opens it.
+lead list's write as the sync calls it, on a warehouse opened as a step opens it. Unit tests:
+the write is called directly, with no run of ``ductwork sync`` around it.
 """
 
 from __future__ import annotations
