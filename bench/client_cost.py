@@ -34,10 +34,11 @@ from yarl import URL
 from bench.suite import KEY, ROOT, prepare_children_environment, start_object_store, upstream
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import LEADS
+from ductwork.streams.crm import LEAD_PAGING
 from ductwork.streams.registry import LEADS as LEAD_STREAM
 from ductwork.upstream.bounded_map import map_bounded
 from ductwork.upstream.client import UpstreamClient
-from ductwork.upstream.lead_cursor import Cursor, walk_leads
+from ductwork.upstream.cursor_walk import Cursor, walk_cursor
 from pipelines.processes import ProcessGroup
 
 CHUNK = 2_000
@@ -53,7 +54,7 @@ async def lead_ids(url: str, most: int) -> list[str]:
         ids.extend(str(lead["Id"]) for lead in leads)
 
     async with UpstreamClient(url, KEY, concurrency=IN_FLIGHT) as client:
-        await walk_leads(client, take)
+        await walk_cursor(client, LEAD_PAGING, take)
     return ids[:most]
 
 

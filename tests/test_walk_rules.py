@@ -19,17 +19,13 @@ import httpx
 import pytest
 
 from ductwork.contract.paths import LEADS, PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.streams.crm import LEAD_PAGING
 from ductwork.streams.registry import PAIRINGS
+from ductwork.streams.warehouse import DIGITAL_ASSET_PAGING
 from ductwork.upstream.client import UpstreamClient, UpstreamContractError
-from ductwork.upstream.digital_asset_walk import (
-    Key,
-    PageWalkProgress,
-    key_of,
-    keyset_walk,
-    page_walk,
-)
-from ductwork.upstream.lead_cursor import Cursor, cursor_of, walk_leads
+from ductwork.upstream.cursor_walk import Cursor, walk_cursor
 from ductwork.upstream.list_reader import MAX_LIST_RECORDS, read_whole_list
+from ductwork.upstream.updated_after_walk import Key, PageWalkProgress, keyset_walk, page_walk
 from sandbox.fault_settings import Faults
 from sandbox.faults import FLOOD_FIELDS
 from sandbox.gzip_bomb import INFLATED_PADDING
@@ -116,16 +112,18 @@ def test_a_lead_list_that_ignores_its_cursor_is_refused_at_the_first_page_after_
 ) -> None:
     upstream.state.faults = Faults(loop_cursor=True)
     sink = Pages()
-    message, requests = refused(upstream, lambda client: walk_leads(client, sink.leads))
+    message, requests = refused(
+        upstream, lambda client: walk_cursor(client, LEAD_PAGING, sink.leads)
+    )
     assert message.startswith(f"GET {LEADS}: refused, the cursor does not move forward")
     assert requests == 2  # the first page, then the first page again instead of the second
     assert [len(page) for page in sink.pages] == [1000]
 
     # Resumed from a committed cursor, the very first answer is refused: nothing is stored.
-    after = cursor_of(sink.pages[0][-1])
+    after = LEAD_PAGING.cursor_of(sink.pages[0][-1])
     sink = Pages()
     message, requests = refused(
-        upstream, lambda client: walk_leads(client, sink.leads, after=after)
+        upstream, lambda client: walk_cursor(client, LEAD_PAGING, sink.leads, after=after)
     )
     assert f"asked for leads after ({after[0]}, {after[1]})" in message
     assert requests == 1
@@ -136,7 +134,7 @@ def test_the_lead_walk_that_honours_its_cursor_reads_every_lead_once(
     upstream: SandboxHandle,
 ) -> None:
     sink = Pages()
-    report, client = walk(upstream, lambda client: walk_leads(client, sink.leads))
+    report, client = walk(upstream, lambda client: walk_cursor(client, LEAD_PAGING, sink.leads))
     ids = [lead["Id"] for page in sink.pages for lead in page]
     assert len(ids) == len(set(ids)) == LEADS_ON_TINY == report.records
     assert client.stats.requests == 3
@@ -148,7 +146,8 @@ def test_a_page_walk_over_a_list_that_ignores_page_is_refused_at_the_repeated_pa
     upstream.state.faults = Faults(endless_pages=True)
     sink = Pages()
     message, requests = refused(
-        upstream, lambda client: page_walk(client, PageWalkProgress(None), sink.assets)
+        upstream,
+        lambda client: page_walk(client, DIGITAL_ASSET_PAGING, PageWalkProgress(None), sink.assets),
     )
     assert message == (
         f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 2 repeats page 1 "
@@ -161,11 +160,14 @@ def test_a_page_walk_over_a_list_that_ignores_page_is_refused_at_the_repeated_pa
 def test_a_page_walk_whose_totals_promise_records_its_page_lacks_is_refused_on_that_page(
     upstream: SandboxHandle,
 ) -> None:
-    newest = key_of({"updatedAt": "2999-01-01T00:00:00.000Z", "assetId": "~"})
+    newest = DIGITAL_ASSET_PAGING.key_of({"updatedAt": "2999-01-01T00:00:00.000Z", "assetId": "~"})
     upstream.state.faults = Faults(endless_pages=True)
     sink = Pages()
     message, requests = refused(
-        upstream, lambda client: page_walk(client, PageWalkProgress(newest), sink.assets)
+        upstream,
+        lambda client: page_walk(
+            client, DIGITAL_ASSET_PAGING, PageWalkProgress(newest), sink.assets
+        ),
     )
     assert message == (
         f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000 holds 0 records; "
@@ -180,7 +182,9 @@ def test_a_keyset_walk_over_a_list_reporting_a_billion_pages_is_refused(
 ) -> None:
     upstream.state.faults = Faults(endless_pages=True)
     sink = Pages()
-    message, requests = refused(upstream, lambda client: keyset_walk(client, None, sink.keyset))
+    message, requests = refused(
+        upstream, lambda client: keyset_walk(client, DIGITAL_ASSET_PAGING, None, sink.keyset)
+    )
     assert message.startswith(f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000")
     # Each query moved up to the resume point; the last one, short of a page, was refused.
     assert sink.records < ASSETS_ON_TINY
@@ -221,10 +225,13 @@ def test_walks_over_the_honest_sandbox_pass_the_rules_while_its_data_changes_und
     upstream.state.faults = Faults(mutate_every=4, mutation=churn)
     sink = Pages()
     report, _ = walk(
-        upstream, lambda client: page_walk(client, PageWalkProgress(None), sink.assets)
+        upstream,
+        lambda client: page_walk(client, DIGITAL_ASSET_PAGING, PageWalkProgress(None), sink.assets),
     )
     assert report.pages >= ASSETS_ON_TINY // 1000
-    keyset, _ = walk(upstream, lambda client: keyset_walk(client, None, Pages().keyset))
+    keyset, _ = walk(
+        upstream, lambda client: keyset_walk(client, DIGITAL_ASSET_PAGING, None, Pages().keyset)
+    )
     assert keyset.records > ASSETS_ON_TINY // 2
     products, _ = walk(
         upstream, lambda client: read_whole_list(client, PRODUCTS_LIST, lambda r: r["sku"])

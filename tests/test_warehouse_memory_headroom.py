@@ -16,8 +16,9 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from assets.resources import open_warehouse
+from ductwork.streams.crm import LEAD_PAGING
 from ductwork.streams.registry import LEADS
-from ductwork.sync.cursor_list import CURSOR_MEMBERS, HeldPage
+from ductwork.sync.cursor_list import HeldPage
 from ductwork.warehouse.memory_headroom import DOUBLINGS, memory_limit_bytes, with_memory_headroom
 from ductwork.warehouse.sync_state import read_state
 
@@ -119,5 +120,5 @@ def test_a_page_of_leads_that_outgrows_the_limit_lands_once_where_the_sync_write
     assert raised >= 8 * MiB
     assert stored == 2_000
     assert counts == (2_000, 2_000, 2_000, 2_000)
-    assert resume_point == dict(zip(CURSOR_MEMBERS, cursor, strict=True))
+    assert resume_point == dict(zip(LEAD_PAGING.members, cursor, strict=True))
     assert reopened == configured

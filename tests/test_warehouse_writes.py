@@ -22,8 +22,8 @@ from ductwork.streams.registry import DIGITAL_ASSETS, LEADS
 from ductwork.sync.context import SyncContext
 from ductwork.sync.cursor_list import Listing
 from ductwork.sync.updated_after import HeldPage, Walker
-from ductwork.upstream.digital_asset_walk import PageWalkProgress
 from ductwork.upstream.schema_drift import DriftTally
+from ductwork.upstream.updated_after_walk import PageWalkProgress
 from warehouse_sql import stream_section
 
 # The writes of the lead list and its details, and of the digital assets, called one at a

@@ -10,6 +10,7 @@ from ductwork.contract.paths import Family
 from ductwork.streams.model import EVERY_15_MINUTES, Serving, Step, Stream, Table
 from ductwork.sync.cursor_list import CursorList
 from ductwork.sync.detail_queue import DetailQueue
+from ductwork.upstream.paging import CursorPaging
 from ductwork.upstream.schema_drift import NULL, NUMBER, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, text_or_none, timestamp_or_none
@@ -42,6 +43,16 @@ LEAD_DETAIL_RECORD = RecordShape(
     notes={"id": "Lead id."},
 )  # fmt: skip
 
+# The lead list pages by a (CreatedDate, Id) cursor; createdAfter reads a window again.
+LEAD_PAGING = CursorPaging(
+    paths.LEADS,
+    created_member="CreatedDate",
+    id_member="Id",
+    created_parameter="cursorCreatedDate",
+    id_parameter="cursorId",
+    created_after_parameter="createdAfter",
+    noun="leads",
+)
 LEAD_COLUMNS = Columns(
     ("id", "string"), ("created_at", "timestamp"), ("created_date_text", "string"),
     ("lead_number", "string"), ("status", "string"), ("lead_source", "string"),
@@ -118,7 +129,7 @@ LEADS = Stream(
                 "cursor; re-reads a rolling window of recent leads for status changes; "
                 "mode=reconcile re-reads all. Queues new and changed leads for their details."
             ),
-            reader=CursorList("leads", lead_row, LEAD_COLUMNS, LEAD_RECORD),
+            reader=CursorList("leads", LEAD_PAGING, lead_row, LEAD_COLUMNS, LEAD_RECORD),
             table=Table("leads", ("id",)),
         ),
         Step(

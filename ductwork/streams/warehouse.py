@@ -11,6 +11,7 @@ from ductwork.streams.catalog import PAIRINGS, PRODUCTS
 from ductwork.streams.model import EVERY_15_MINUTES, NIGHTLY, Serving, Step, Stream, Table
 from ductwork.sync.derived_requests import DerivedRequests
 from ductwork.sync.updated_after import UpdatedAfter
+from ductwork.upstream.paging import UpdatedAfterPaging
 from ductwork.upstream.schema_drift import NULL, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, text_or_none, timestamp_or_none
@@ -86,6 +87,10 @@ def submittal_row(record: Record) -> dict[str, Any]:
     }
 
 
+# Page numbers from an updatedAfter on, in (updatedAt, assetId) order.
+DIGITAL_ASSET_PAGING = UpdatedAfterPaging(
+    paths.WAREHOUSE_DIGITAL_ASSETS, updated_member="updatedAt", id_member="assetId"
+)
 DIGITAL_ASSETS = Stream(
     name="digital-assets",
     family=Family.WAREHOUSE,
@@ -103,7 +108,11 @@ DIGITAL_ASSETS = Stream(
                 "mode=reconcile lists everything and marks vanished assets deleted."
             ),
             reader=UpdatedAfter(
-                "digital_assets", digital_asset_row, DIGITAL_ASSET_COLUMNS, DIGITAL_ASSET_RECORD
+                "digital_assets",
+                DIGITAL_ASSET_PAGING,
+                digital_asset_row,
+                DIGITAL_ASSET_COLUMNS,
+                DIGITAL_ASSET_RECORD,
             ),
             table=Table("digital_assets", ("asset_id",)),
         ),

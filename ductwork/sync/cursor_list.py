@@ -26,7 +26,8 @@ from ductwork.streams.model import Step
 from ductwork.sync.context import PendingPages, StepResult, SyncContext, epoch_seconds, fetch
 from ductwork.sync.deletions import forget_gone
 from ductwork.upstream.client import UpstreamClient
-from ductwork.upstream.lead_cursor import Cursor, Sink, walk_leads
+from ductwork.upstream.cursor_walk import Cursor, Sink, walk_cursor
+from ductwork.upstream.paging import CursorPaging
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, RowOf, rows_table
@@ -40,7 +41,6 @@ RECORDS_PER_COMMIT = 10_000
 # Listed ids handed to DuckDB per statement: a list parameter is converted whole, as DuckDB
 # values far larger than the ids, so a listing of every lead goes in chunks.
 LISTED_IDS_PER_STATEMENT = 10_000
-CURSOR_MEMBERS = ("CreatedDate", "Id")
 # A page held for commit: its records, and the cursor after it (None: a re-read page, which
 # moves no cursor).
 HeldPage = tuple[list[Record], Cursor | None]
@@ -62,13 +62,14 @@ class Listing:
 class CursorList:
     """The reader of such a list: its SQL file (sections ``stored_with_details``, ``changed``,
     ``differing``, ``upsert``, ``history_apply``, ``listed_create``, ``listed_add``,
-    ``listed_drop``, ``unlisted``, ``forget_gone``, ``queue_all``, ``counts``) and its rows."""
+    ``listed_drop``, ``unlisted``, ``forget_gone``, ``queue_all``, ``counts``), how its list
+    pages (the members of its cursor among them) and its rows."""
 
     sql: str
+    paging: CursorPaging
     row: RowOf
     columns: Columns
     shape: RecordShape
-    id_member: str = "Id"
     options: frozenset[str] = frozenset({"mode", "reset", "window_days"})
     resumable: bool = True
     guards: frozenset[str] = frozenset({"cursor_only_moves_forward"})
@@ -84,7 +85,7 @@ class CursorList:
     def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
         con, options = context.con, context.options
         start = resume_from(
-            con, step.asset, CURSOR_MEMBERS,
+            con, step.asset, self.paging.members,
             reset=options.reset, from_scratch=options.reconcile,
         )  # fmt: skip
         window = None if options.reconcile else options.window_days
@@ -101,9 +102,9 @@ class CursorList:
             step.asset, fetched, total, counts["records_changed"] + deleted,
             **{k: v for k, v in counts.items() if k != "records_changed"},
             rows_deleted=deleted, details_queued=queued, mode=options.mode.value,
-            cursor_created_date=cursor.get("CreatedDate", ""),
-            cursor_id=cursor.get("Id", ""),
-            cursor_epoch_s=epoch_seconds(cursor.get("CreatedDate")),
+            cursor_created_date=cursor.get(self.paging.created_member, ""),
+            cursor_id=cursor.get(self.paging.id_member, ""),
+            cursor_epoch_s=epoch_seconds(cursor.get(self.paging.created_member)),
         )  # fmt: skip
 
     async def _walk(
@@ -118,6 +119,7 @@ class CursorList:
         changes. Returns the counts, which include the schema drift of every record read, and
         what the walks listed (both walks having ended: one that fails raises)."""
         drift = DriftTally(self.shape)
+        id_member = self.paging.id_member
         changed = [0]
         # From no cursor the walk lists every record; from a cursor, only with the window.
         listing = Listing(complete=start is None)
@@ -128,7 +130,7 @@ class CursorList:
 
             async def take(records: list[Record], cursor: Cursor) -> None:
                 drift.count(records)
-                listing.ids.update(str(record[self.id_member]) for record in records)
+                listing.ids.update(str(record[id_member]) for record in records)
                 await held.add((records, cursor if moves_cursor else None), len(records))
 
             return take
@@ -141,20 +143,24 @@ class CursorList:
             return PendingPages(store, RECORDS_PER_COMMIT)
 
         async with pages_held() as held:
-            ahead = await walk_leads(client, into(held, moves_cursor=True), after=start)
-        counts = {"pages": ahead.pages, "leads_new_or_resumed": ahead.records}
-        counts["leads_revisited"] = 0
+            ahead = await walk_cursor(
+                client, self.paging, into(held, moves_cursor=True), after=start
+            )
+        # Named by the records' noun: leads_new_or_resumed, leads_revisited for the leads.
+        new, revisited = f"{self.paging.noun}_new_or_resumed", f"{self.paging.noun}_revisited"
+        counts = {"pages": ahead.pages, new: ahead.records, revisited: 0}
         if start is not None and window_days is not None:
             since = parse_received_datetime(start[0]) - timedelta(days=window_days)
             async with pages_held() as held:
-                window = await walk_leads(
+                window = await walk_cursor(
                     client,
+                    self.paging,
                     into(held, moves_cursor=False),
                     created_after=format_datetime(since),
                     stop_at=start,
                 )
             counts["pages"] += window.pages
-            counts["leads_revisited"] = window.records
+            counts[revisited] = window.records
             # The window (since, start] and the walk after start: every record created after
             # the window's start.
             listing.created_after, listing.complete = format_datetime(since), True
@@ -195,7 +201,8 @@ class CursorList:
         """``store`` for held pages, with the cursor after the last, in one transaction. A
         record listed on two of them (its created date moved while the walk went on) is stored
         as last read: one statement cannot upsert a key twice."""
-        latest = {str(record[self.id_member]): record for records, _ in pages for record in records}
+        id_member = self.paging.id_member
+        latest = {str(record[id_member]): record for records, _ in pages for record in records}
         return with_memory_headroom(
             con,
             lambda: self.store(con, asset, list(latest.values()), pages[-1][1]),
@@ -210,10 +217,11 @@ class CursorList:
         all are. It builds no Arrow table: the first one a process builds imports pandas, a
         cost a no-change run need not pay.
         """
-        ids = [str(record[self.id_member]) for record in records]
+        id_member = self.paging.id_member
+        ids = [str(record[id_member]) for record in records]
         stored = dict(con.execute(self.statement("stored_with_details"), [ids]).fetchall())
         return len(stored) == len(records) and all(
-            stored.get(str(record[self.id_member])) == dumps(record).decode() for record in records
+            stored.get(str(record[id_member])) == dumps(record).decode() for record in records
         )
 
     def store(
@@ -246,7 +254,7 @@ class CursorList:
                 con.execute(self.statement("upsert"))
                 con.execute(self.statement("history_apply"))
             if cursor is not None:
-                write_state(con, asset, dict(zip(CURSOR_MEMBERS, cursor, strict=True)))
+                write_state(con, asset, dict(zip(self.paging.members, cursor, strict=True)))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -24,16 +24,16 @@ from ductwork.sync.context import (
     fetch,
 )
 from ductwork.upstream.client import UpstreamClient
-from ductwork.upstream.digital_asset_walk import (
+from ductwork.upstream.paging import UpdatedAfterPaging
+from ductwork.upstream.schema_drift import DriftTally, RecordShape
+from ductwork.upstream.timestamps import canonical_or_received
+from ductwork.upstream.updated_after_walk import (
     Key,
     PageWalkProgress,
     WalkReport,
-    key_of,
     keyset_walk,
     page_walk,
 )
-from ductwork.upstream.schema_drift import DriftTally, RecordShape
-from ductwork.upstream.timestamps import canonical_or_received
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.loading import Record, RowOf, rows_table, stamped
 from ductwork.warehouse.memory_headroom import with_memory_headroom
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 # A page walk commits its pages this many listed records at a time: each transaction pays for
 # a history apply and a commit whatever its size (bench/RESULTS.md has the figures).
 RECORDS_PER_COMMIT = 10_000
-RESUME_MEMBERS = ("updatedAt", "assetId")
 
 
 @dataclass(frozen=True)
@@ -74,10 +73,11 @@ class HeldPage:
 @dataclass(frozen=True)
 class UpdatedAfter:
     """The reader of such a stream: its SQL file (sections ``upsert``, ``history_apply``,
-    ``walk_ids_add``, ``walk_last``, ``mark_deleted``, ``live``), how a record becomes a row,
-    and the member that identifies a record."""
+    ``walk_ids_add``, ``walk_last``, ``mark_deleted``, ``live``), how its list pages (the
+    members of its resume point among them) and how a record becomes a row."""
 
     sql: str
+    paging: UpdatedAfterPaging
     row: RowOf
     columns: Columns
     shape: RecordShape
@@ -99,6 +99,7 @@ class Walker:
         self.asset = asset
         self.context = context
         self.con = context.con
+        self.paging = reader.paging
 
     def statement(self, name: str) -> str:
         return stream_section(self.reader.sql, name)
@@ -106,7 +107,7 @@ class Walker:
     def result(self) -> StepResult:
         options, con = self.context.options, self.con
         start = resume_from(
-            con, self.asset, RESUME_MEMBERS,
+            con, self.asset, self.paging.members,
             reset=options.reset, from_scratch=options.reconcile,
         )  # fmt: skip
         drift = DriftTally(self.reader.shape)
@@ -154,7 +155,7 @@ class Walker:
 
         # Pages read before a failure are committed too: a rerun resumes after them.
         async with PendingPages(self.upsert_pages, RECORDS_PER_COMMIT) as held:
-            report = await page_walk(client, progress, page_sink)
+            report = await page_walk(client, self.paging, progress, page_sink)
             if (
                 resumed_after == 0
                 and not held.committed
@@ -177,7 +178,7 @@ class Walker:
             drift.count(records)
             await asyncio.to_thread(self.upsert, records, resume_at)
 
-        repair = await keyset_walk(client, start, sink)
+        repair = await keyset_walk(client, self.paging, start, sink)
         repair.pages += report.pages
         return repair, "keyset", resumed_after
 
@@ -191,12 +192,14 @@ class Walker:
         """A page-walk page as held for commit: ``records`` (the page's fresh ones) as rows,
         the ids the page ``listed``, and the walk's ``progress`` as of that page."""
         rows = self.rows(records) if records else None
-        return HeldPage(rows, [key_of(record) for record in records], listed, progress)
+        keys = [self.paging.key_of(record) for record in records]
+        return HeldPage(rows, keys, listed, progress)
 
     def upsert(self, records: list[Record], resume_at: Key | None) -> None:
         """Upsert a batch and version its history, in one transaction with the resume point
         (a keyset walk's). A batch may list a record twice; its latest copy is kept."""
-        batch = [(self.rows(records), [key_of(record) for record in records])] if records else []
+        keys = [self.paging.key_of(record) for record in records]
+        batch = [(self.rows(records), keys)] if records else []
         self.write(_latest_rows(batch), resume_at)
 
     def upsert_pages(self, pages: list[HeldPage]) -> None:
@@ -254,7 +257,8 @@ class Walker:
             raise
 
     def write_resume_point(self, resume_at: Key) -> None:
-        write_state(self.con, self.asset, dict(zip(RESUME_MEMBERS, resume_at, strict=True)))
+        members = self.paging.members
+        write_state(self.con, self.asset, dict(zip(members, resume_at, strict=True)))
 
     def end_page_walk(self, resume_at: Key | None) -> None:
         """Forget a page walk's progress and, when it proved complete, move the resume point to

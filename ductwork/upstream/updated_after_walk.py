@@ -1,12 +1,13 @@
-"""Walking the warehouse digital-asset list, ordered by (updatedAt, assetId).
+"""Walking a list paged by page number from an ``updatedAfter`` on, ordered by (updated
+date-time, id), as its ``UpdatedAfterPaging`` declares (the warehouse's digital assets).
 
-Two ways, one result: every asset whose bookmark is later than the start.
-- ``page_walk`` fetches pages concurrently (fast). Assets that change while it pages shift the
-  positions under page/count, so it reports whether the walk was self-consistent: one total on
-  every page and exactly that many distinct ids. Its progress (pages done, totals seen) is
+Two ways, one result: every record whose bookmark is later than the start.
+- ``page_walk`` fetches pages concurrently (fast). Records that change while it pages shift
+  the positions under page/count, so it reports whether the walk was self-consistent: one total
+  on every page and exactly that many distinct ids. Its progress (pages done, totals seen) is
   committed with the pages' rows, so a walk cut short resumes after the last committed page.
 - ``keyset_walk`` moves ``updatedAfter`` along the last bookmark seen, one page at a time. A
-  changed asset only moves later, where the walk still meets it, so positions cannot shift
+  changed record only moves later, where the walk still meets it, so positions cannot shift
   under it; it is the fallback when the page walk was disturbed.
 
 Both keep the rules of ``list_pages`` (no page repeated, no total that contradicts the pages)
@@ -22,31 +23,25 @@ from datetime import timedelta
 from typing import Any
 
 from ductwork.contract.encoding import format_datetime, parse_received_datetime
-from ductwork.contract.paths import WAREHOUSE_DIGITAL_ASSETS
 from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.list_pages import PageRules, records_of, total_of
+from ductwork.upstream.paging import Position, Record, UpdatedAfterPaging
 from ductwork.upstream.timestamps import canonical_or_received
 
-PAGE = 1000
-Record = dict[str, Any]
-Key = tuple[str, str]
+Key = Position
 Sink = Callable[[list[Record], Key | None], Awaitable[None]]
 
 
-def key_of(record: Record) -> Key:
-    """The bookmark of an asset: (updatedAt in the contract's form, assetId)."""
-    return (canonical_or_received(record.get("updatedAt")), str(record["assetId"]))
-
-
 def just_before(updated_at: str) -> str:
-    """An ``updatedAfter`` that still includes assets updated exactly at ``updated_at``."""
+    """An ``updatedAfter`` that still includes records updated exactly at ``updated_at``."""
     return format_datetime(parse_received_datetime(updated_at) - timedelta(milliseconds=1))
 
 
 @dataclass
 class WalkReport:
-    """What a walk saw."""
+    """What a walk of ``paging``'s list saw."""
 
+    paging: UpdatedAfterPaging
     pages: int = 0
     records: int = 0
     ids: set[str] = field(default_factory=set)
@@ -55,15 +50,15 @@ class WalkReport:
 
     @property
     def consistent(self) -> bool:
-        """One reported total on every page, and exactly that many distinct assets."""
+        """One reported total on every page, and exactly that many distinct records."""
         return len(self.totals) <= 1 and len(self.ids) == next(iter(self.totals), 0)
 
     def saw(self, records: list[Record]) -> None:
         self.pages += 1
         self.records += len(records)
         for record in records:
-            self.ids.add(str(record["assetId"]))
-            key = key_of(record)
+            self.ids.add(self.paging.id_of(record))
+            key = self.paging.key_of(record)
             if self.last is None or key > self.last:
                 self.last = key
 
@@ -101,27 +96,32 @@ class PageWalkProgress:
         )
 
 
-# A page walk's sink: the page's fresh assets, every id the page listed, the walk's progress.
+# A page walk's sink: the page's fresh records, every id the page listed, the walk's progress.
 PageSink = Callable[[list[Record], list[str], PageWalkProgress], Awaitable[None]]
 
 
-def _after_param(start: Key | None) -> dict[str, str]:
-    return {} if start is None or not start[0] else {"updatedAfter": just_before(start[0])}
+def _after_param(paging: UpdatedAfterPaging, start: Key | None) -> dict[str, str]:
+    if start is None or not start[0]:
+        return {}
+    return {paging.updated_after_parameter: just_before(start[0])}
 
 
 async def page_walk(
-    client: UpstreamClient, progress: PageWalkProgress, sink: PageSink
+    client: UpstreamClient,
+    paging: UpdatedAfterPaging,
+    progress: PageWalkProgress,
+    sink: PageSink,
 ) -> WalkReport:
     """Fetch every page after ``progress.start`` from the first page not yet done, concurrently,
     handing each to ``sink`` in page order with the ids it listed and the progress that
     includes it.
 
-    No bookmark moves here: a disturbed walk may have skipped assets before its last key.
+    No bookmark moves here: a disturbed walk may have skipped records before its last key.
     """
     start = progress.start
-    report = WalkReport()
+    report = WalkReport(paging)
     pages = client.iter_pages(
-        WAREHOUSE_DIGITAL_ASSETS, _after_param(start), count=PAGE,
+        paging.path, _after_param(paging, start), count=paging.page_size,
         first_page=progress.pages_done + 1,
     )  # fmt: skip
     async for body in pages:
@@ -129,42 +129,46 @@ async def page_walk(
         progress.totals.add(total_of(body))
         progress.pages_done += 1
         records = records_of(body)
-        fresh = [r for r in records if start is None or key_of(r) > start]
+        fresh = [r for r in records if start is None or paging.key_of(r) > start]
         report.saw(fresh)
-        # Assets sharing start's updatedAt are listed again and counted in the reported
+        # Records sharing start's updatedAt are listed again and counted in the reported
         # total, so they count as seen too.
-        listed = [str(r["assetId"]) for r in records]
+        listed = [paging.id_of(r) for r in records]
         report.ids.update(listed)
         await sink(fresh, listed, progress)
     return report
 
 
-async def keyset_walk(client: UpstreamClient, start: Key | None, sink: Sink) -> WalkReport:
+async def keyset_walk(
+    client: UpstreamClient, paging: UpdatedAfterPaging, start: Key | None, sink: Sink
+) -> WalkReport:
     """Walk by bookmark, one page at a time; each batch goes to ``sink`` with its bookmark.
 
     Each query (one ``updatedAfter``) is a walk of its own under the page rules: a query that
-    moved up to the bookmark may list again the assets at its start, but pages of one query
+    moved up to the bookmark may list again the records at its start, but pages of one query
     never repeat.
     """
-    report = WalkReport()
+    report = WalkReport(paging)
     after = start
     window = None if start is None else start[0]  # the updatedAt the query starts at
     page = 1
-    rules = PageRules(WAREHOUSE_DIGITAL_ASSETS, PAGE)
+    size = paging.page_size
+    rules = PageRules(paging.path, size)
     while True:
-        params = {**_after_param(None if window is None else (window, "")), "count": PAGE}
-        body = await client.get_json(WAREHOUSE_DIGITAL_ASSETS, {**params, "page": page})
+        start_at = None if window is None else (window, "")
+        params = {**_after_param(paging, start_at), "count": size}
+        body = await client.get_json(paging.path, {**params, "page": page})
         rules.check(page, body)
         records = records_of(body)
-        fresh = [r for r in records if after is None or key_of(r) > after]
+        fresh = [r for r in records if after is None or paging.key_of(r) > after]
         report.saw(fresh)
         if fresh:
-            after = key_of(fresh[-1])
+            after = paging.key_of(fresh[-1])
         await sink(fresh, after)
-        if len(records) < PAGE:
+        if len(records) < size:
             return report
         if after is not None and after[0] != window:
             window, page = after[0], 1  # move the query up to the bookmark
-            rules = PageRules(WAREHOUSE_DIGITAL_ASSETS, PAGE)
+            rules = PageRules(paging.path, size)
         else:
-            page += 1  # more than a page of assets share one updatedAt: page through them
+            page += 1  # more than a page of records share one updatedAt: page through them
