@@ -27,6 +27,11 @@ Record = dict[str, Any]
 Position = tuple[str, str]
 
 
+def position_of(record: Record, time_member: str, id_member: str) -> Position:
+    """Where ``record`` stands in a list ordered by (``time_member``, ``id_member``)."""
+    return (canonical_or_received(record.get(time_member)), str(record[id_member]))
+
+
 @dataclass(frozen=True)
 class CursorPaging:
     """A list paged by a cursor: each page asked for with the (created, id) of the last record
@@ -50,10 +55,7 @@ class CursorPaging:
 
     def cursor_of(self, record: Record) -> Position:
         """The cursor that points just after ``record``."""
-        return (
-            canonical_or_received(record.get(self.created_member)),
-            str(record[self.id_member]),
-        )
+        return position_of(record, self.created_member, self.id_member)
 
     def parameters(self, after: Position | None, created_after: str | None) -> dict[str, Any]:
         """The query of the page after cursor ``after`` (None: the first page), of records
@@ -84,10 +86,7 @@ class UpdatedAfterPaging:
 
     def key_of(self, record: Record) -> Position:
         """The resume point just after ``record``."""
-        return (
-            canonical_or_received(record.get(self.updated_member)),
-            str(record[self.id_member]),
-        )
+        return position_of(record, self.updated_member, self.id_member)
 
     def id_of(self, record: Record) -> str:
         """The record's id, as text."""
