@@ -59,7 +59,13 @@ from serve.one_write import WHOLE_ANSWER
 from serve.query_strings import query_pairs
 from serve.rate_limit import page_cost
 from serve.ready_answers import Ready
-from serve.responses import Conditions, error_response, revalidated, tagged_answer
+from serve.responses import (
+    Conditions,
+    error_response,
+    revalidated,
+    tagged_pieces,
+    unjoined_body,
+)
 from serve.routers.mirror import JSON, NDJSON, PREFIX, STREAM_NAMES, sliced_json_page
 from serve.routers.warehouse import digital_assets_page
 from serve.validators import content_etag
@@ -185,7 +191,7 @@ class FastAnswers:
             return None
         if body.gzipped is not None:
             scope[GZIPPED] = body.gzipped
-        return tagged_answer(state, body.body, JSON, conditions)
+        return tagged_pieces(state, body, JSON, conditions)
 
 
 class FastAnswersInFront(FastAnswers):
@@ -273,11 +279,13 @@ class FastAnswersInFront(FastAnswers):
         if synced is not None:
             headers.append((b"x-synced-at", synced))
         headers = self._with_memento_headers(scope, headers)
-        body = response.body
         if heads.gzip is not None:  # otherwise the gzip layer sends the answer as it is
+            unjoined, gzipped = unjoined_body(response), scope.get(GZIPPED)
             body = await encode_whole(
-                self.gzip_answers, scope, status, headers, body, scope.get(GZIPPED), heads.gzip
+                self.gzip_answers, scope, status, headers, unjoined, gzipped, heads.gzip
             )
+        else:
+            body = response.body
         tagged(headers, request_id)
         whole = scope.get("extensions", _NO_EXTENSIONS).get(WHOLE_ANSWER)
         try:

@@ -36,6 +36,7 @@ from starlette.middleware.gzip import GZipMiddleware, GZipResponder, IdentityRes
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from serve.erasures import Erasures
+from serve.pieced_body import PiecedBody, bytes_of
 from serve.query_strings import query_pairs
 from serve.validators import with_gzip
 
@@ -275,7 +276,7 @@ _ROUTELESS = RouteParameters()
 async def compressed(
     answers: AnswerCache,
     key: AnswerKey | None,
-    body: bytes,
+    body: bytes | PiecedBody,
     gzipped: Callable[[], bytes] | None = None,
 ) -> bytes:
     """``body`` compressed whole: from ``answers`` under ``key`` (a snapshot answer), or now
@@ -286,9 +287,9 @@ async def compressed(
         if gzipped is not None:
             found = gzipped()
         elif len(body) < INLINE_GZIP_BYTES:
-            found = compress(body)
+            found = compress(bytes_of(body))
         else:
-            found = await run_in_threadpool(compress, body)
+            found = await run_in_threadpool(compress, bytes_of(body))
         if key is not None:
             answers.put(key, found)
     return found
@@ -305,7 +306,7 @@ async def encode_whole(
     scope: Scope,
     status: int,
     headers: list[tuple[bytes, bytes]],
-    body: bytes,
+    body: bytes | PiecedBody,
     gzipped: Callable[[], bytes] | None = None,
     first: bytes | object | None = UNREAD,
 ) -> bytes:
@@ -315,12 +316,13 @@ async def encode_whole(
     ``Content-Encoding``, ``Content-Length`` and the ETag's gzip form as that layer sets them;
     as it is otherwise. ``gzipped`` gives the gzip form faster than compressing ``body``, if
     it is known; ``first``, what ``first_accept_encoding`` finds in the request, if read
-    already. For the short path, which answers before that layer."""
+    already. A body in pieces is joined only if it is sent as it is. For the short path,
+    which answers before that layer."""
     if first is UNREAD:
         first = first_accept_encoding(scope["headers"])
     assert first is None or isinstance(first, bytes)
     if first is None or len(body) < GZIP_MINIMUM_BYTES:
-        return body
+        return bytes_of(body)
     sent = body
     if b"gzip" in first:
         _mark_compressed_etag(headers)
@@ -335,4 +337,4 @@ async def encode_whole(
     if sent is not body:
         changed["Content-Encoding"] = "gzip"
         changed["Content-Length"] = str(len(sent))
-    return sent
+    return bytes_of(sent)

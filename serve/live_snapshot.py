@@ -105,6 +105,9 @@ def load_state(
             raise
         con = reader.cursor()
         kept = tuple(publishes(con)) if with_history else ()
+        change_files = ChangeFiles(snapshot.path.parent) if with_history else None
+        if change_files is not None:  # the files every walk begun from now on reads
+            change_files.open_all(snapshot.version)
         return ServingState(
             version=snapshot.version,
             path=snapshot.path,
@@ -118,7 +121,7 @@ def load_state(
             mirror=mirror_id(con) if with_history else "",
             horizons=horizons(con) if with_history else {},
             times=load_record_times(con, kept),
-            change_files=ChangeFiles(snapshot.path.parent) if with_history else None,
+            change_files=change_files,
         )
     except BaseException:
         lease.release()

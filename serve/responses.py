@@ -12,6 +12,7 @@ from ductwork.contract.errors import JSON, ApiError, ErrorAnswer, render
 from ductwork.contract.paths import family_of
 from serve.gzip_cache import GZIP_MINIMUM_BYTES
 from serve.live_snapshot import ServingState
+from serve.pieced_body import PiecedBody
 from serve.validators import content_etag, names_body, unmodified_since, with_gzip
 
 # When a record's content was first served: epoch seconds, and as an HTTP date.
@@ -100,7 +101,7 @@ def revalidated(
     return _ReadyJson(body, etag, state.version, modified)
 
 
-def _as_sent(etag: bytes, body: bytes, accept_encoding: str | None) -> bytes:
+def _as_sent(etag: bytes, body: bytes | PiecedBody, accept_encoding: str | None) -> bytes:
     """The ETag the 200 would have carried: the gzip layer compresses a body this large for a
     caller that accepts gzip."""
     if accept_encoding and "gzip" in accept_encoding and len(body) >= GZIP_MINIMUM_BYTES:
@@ -131,6 +132,41 @@ def tagged_answer(
     answer = Response(content=body, media_type=media_type)
     answer.raw_headers[:0] = [(b"etag", etag), *_snapshot_headers(state.version)]
     return answer
+
+
+def tagged_pieces(
+    state: ServingState, body: PiecedBody, media_type: str, conditions: Conditions
+) -> Response:
+    """``tagged_answer`` for a body held in pieces, which it joins only if it is read."""
+    etag = body.etag()
+    if names_body(conditions.if_none_match, etag):
+        return not_modified(state, _as_sent(etag, body, conditions.accept_encoding))
+    return JoinedWhenRead(body, etag, state.version, media_type)
+
+
+class JoinedWhenRead(Response):
+    """A 200 whose body is held in pieces (``pieces``), joined when ``body`` is read; its
+    header lines are the ones ``tagged_answer`` would give it, in their order."""
+
+    def __init__(self, body: PiecedBody, etag: bytes, version: str, media_type: str) -> None:
+        self.status_code = 200
+        self.pieces = body
+        self.background = None
+        self.raw_headers = [
+            (b"etag", etag),
+            *_snapshot_headers(version),
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", media_type.encode()),
+        ]
+
+    @property  # type: ignore[override]
+    def body(self) -> bytes:
+        return self.pieces.joined()
+
+
+def unjoined_body(answer: Response) -> bytes | PiecedBody:
+    """An answer's body, in pieces when it holds them."""
+    return answer.pieces if isinstance(answer, JoinedWhenRead) else answer.body
 
 
 def error_response(error: ApiError, path: str) -> Response:

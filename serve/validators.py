@@ -15,6 +15,7 @@ A single-record answer also carries ``Last-Modified`` (``serve.record_times``), 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from email.utils import parsedate_to_datetime
 
 import xxhash
@@ -25,6 +26,14 @@ GZIP_SUFFIX = b"-gzip"
 def content_etag(body: bytes) -> bytes:
     """The strong ETag of ``body`` as sent uncompressed, quotes included."""
     return b'"' + xxhash.xxh3_128_hexdigest(body).encode() + b'"'
+
+
+def pieces_etag(pieces: Iterable[bytes | memoryview]) -> bytes:
+    """``content_etag`` of the body made of ``pieces`` one after another, not joined."""
+    digest = xxhash.xxh3_128()
+    for piece in pieces:
+        digest.update(piece)
+    return b'"' + digest.hexdigest().encode() + b'"'
 
 
 def with_gzip(etag: bytes) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,7 +18,7 @@ from ductwork.contract import paths
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from sandbox.server import SandboxHandle
-from serve.validators import content_etag, names_body, with_gzip
+from serve.validators import content_etag, names_body, pieces_etag, with_gzip
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ductwork, sync_env
 from tests.helpers.serve_process import start_serve, stop_serve
@@ -38,6 +39,17 @@ def test_if_none_match_names_a_body_weakly_in_either_coding_or_by_star() -> None
     assert not names_body(None, etag) and not names_body("", etag)
     assert not names_body(content_etag(b'{"data": 2}').decode(), etag)
     assert with_gzip(with_gzip(etag)) == with_gzip(etag)
+
+
+def test_a_body_in_pieces_has_the_etag_of_its_joined_bytes() -> None:
+    """A feed page sliced from a change file is hashed piece by piece, never joined: its
+    ETag must be the one its joined bytes would have."""
+    body = b'{"next":"T","changes":[' + b'{"key":"k"},' * 500 + b'{"key":"z"}]}'
+    for cut in ([], [1], [23], [23, 5000], [0, 23, len(body)]):
+        bounds = [0, *cut, len(body)]
+        pieces = [memoryview(body)[start:end] for start, end in pairwise(bounds)]
+        assert pieces_etag(pieces) == content_etag(body), cut
+    assert pieces_etag([b"a", b"b"]) != content_etag(b"ba")
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from ductwork.history.change_files import (
     write_change_files,
 )
 from ductwork.history.gzip_chunks import CHUNK_ROWS, deflated_chunks
-from ductwork.history.page_columns import ChangeColumns, listed_columns
+from ductwork.history.page_columns import ChangeColumns, joined_data, listed_columns
 from ductwork.history.walks import Listing, WalkListings
 from ductwork.settings import HomeSettings
 from ductwork.streams.model import Serving
@@ -378,7 +378,9 @@ def test_a_pages_gzip_from_the_files_chunks_inflates_to_the_page_wherever_it_sta
     tmp_path: Path,
 ) -> None:
     """Pages starting and ending on and between chunk boundaries, one entry, one chunk, many:
-    the gzip assembled from the change file's compressed chunks is the page's body."""
+    the gzip assembled from the change file's compressed chunks is the page's body, whether
+    the body is given whole or, as the read API gives it, as its head, the entries where the
+    file maps them and its end."""
     write_change_file(entries_table(700), tmp_path, "changes")
     opened = ChangeFile.open(tmp_path / "changes")
     assert opened is not None
@@ -386,8 +388,12 @@ def test_a_pages_gzip_from_the_files_chunks_inflates_to_the_page_wherever_it_sta
     for start, end in [(0, 700), (0, 64), (0, 65), (1, 128), (63, 129), (64, 128), (64, 640),
                        (100, 101), (130, 192), (5, 699), (699, 700)]:  # fmt: skip
         data = opened.entries.slice(start, end - start)
-        body = head + b"".join(data.to_pylist())[:-1] + tail
-        assert gzip.decompress(opened.gzip_of(body, len(head), start, end)) == body, (start, end)
+        entries = memoryview(joined_data(data, 1))
+        body = head + bytes(entries) + tail
+        assert body == head + b"".join(data.to_pylist())[:-1] + tail
+        for pieces in [(body,), (head, entries, tail)]:
+            zipped = opened.gzip_of(pieces, len(head), start, end)
+            assert gzip.decompress(zipped) == body, (start, end, len(pieces))
 
 
 def test_each_compressed_chunk_of_a_change_file_is_its_rows_entries() -> None:

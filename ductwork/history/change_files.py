@@ -22,11 +22,12 @@ before change files were written) a walk is read from the history.
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
@@ -38,7 +39,13 @@ from ductwork import file_modes
 from ductwork.contract.encoding import dumps
 from ductwork.history import feed
 from ductwork.history.feed import Change, Publish, opening_of, publish_members
-from ductwork.history.gzip_chunks import CHUNK_ROWS, deflated_chunks, gzip_around, value_offsets
+from ductwork.history.gzip_chunks import (
+    CHUNK_ROWS,
+    Piece,
+    deflated_chunks,
+    gzip_around,
+    value_offsets,
+)
 from ductwork.history.page_columns import ChangeColumns, PositionedChanges, joined_data
 from ductwork.history.walks import Listing, writable_as_is
 from ductwork.snapshots import CHANGES_PARTIAL, CHANGES_PREFIX, change_file_name
@@ -60,6 +67,7 @@ ENTRIES = pa.schema(
 SCHEMA = pa.schema([*ENTRIES, ("deflated", pa.large_binary())], metadata=FORMAT)
 OPENED = 16  # change files a server keeps open per snapshot (a walk pinned to an older publish)
 _NOTHING = pa.scalar(b"", pa.large_binary())
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux only; elsewhere mapped lazily
 
 
 def write_change_files(con: duckdb.DuckDBPyConnection, folder: Path) -> dict[str, int]:
@@ -195,13 +203,20 @@ class ChangeFile:
     @classmethod
     def open(cls, path: Path) -> ChangeFile | None:
         """The change file at ``path`` mapped; None when there is none (or it is not one of
-        this format)."""
+        this format).
+
+        The mapping is populated at once: a page's first request then copies its entries
+        without taking a page fault per few kilobytes of them."""
         try:
-            reader = pa.ipc.open_file(pa.memory_map(str(path)))
+            with path.open("rb") as file:
+                mapped = mmap.mmap(
+                    file.fileno(), 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ
+                )
+            reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(mapped)))
             if reader.schema != SCHEMA or reader.schema.metadata != FORMAT:
                 return None
             return cls(reader.read_all())
-        except (OSError, pa.ArrowInvalid):
+        except (OSError, ValueError, pa.ArrowInvalid):  # ValueError: an empty file
             return None
 
     def __len__(self) -> int:
@@ -231,10 +246,11 @@ class ChangeFile:
         )
         return found, end < len(self)
 
-    def gzip_of(self, body: bytes, entries_at: int, start: int, end: int) -> bytes:
-        """``body``, which holds rows ``[start, end)``'s entries from byte ``entries_at`` on
-        (the last one without its comma), as gzip: the chunks wholly inside the rows but the
-        one holding the last row taken as they are, the rest compressed now."""
+    def gzip_of(self, body: Sequence[Piece], entries_at: int, start: int, end: int) -> bytes:
+        """The body made of the pieces ``body``, which holds rows ``[start, end)``'s entries
+        from byte ``entries_at`` on (the last one without its comma), as gzip: the chunks
+        wholly inside the rows but the one holding the last row taken as they are, the rest
+        compressed now."""
         first = -(-start // CHUNK_ROWS)  # the first chunk starting inside the rows
         last = (end - 1) // CHUNK_ROWS  # the chunk holding the last row, left out
         if first >= last:
@@ -242,8 +258,9 @@ class ChangeFile:
         base = int(self.offsets[start]) - entries_at
         middle_at = int(self.offsets[first * CHUNK_ROWS]) - base
         middle_end = int(self.offsets[last * CHUNK_ROWS]) - base
-        rows = range(first * CHUNK_ROWS, last * CHUNK_ROWS, CHUNK_ROWS)
-        return gzip_around(body, middle_at, middle_end, [self.deflated[r].as_py() for r in rows])
+        # The chunks one after another in the column's data (the rows between hold none).
+        rows = self.deflated.slice(first * CHUNK_ROWS, (last - first) * CHUNK_ROWS)
+        return gzip_around(body, middle_at, middle_end, [joined_data(rows, 0)])
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:
@@ -272,9 +289,10 @@ class ChangeSlice(PositionedChanges):
         self.publish_of = publish_of
         self.origin = origin  # the file, and the row of the slice's first change in it
 
-    def gzip_of(self, body: bytes, entries_at: int) -> bytes:
-        """``body``, holding the slice's entries written with commas from byte
-        ``entries_at`` on, as gzip, from the file's compressed chunks where it can."""
+    def gzip_of(self, body: Sequence[Piece], entries_at: int) -> bytes:
+        """The body made of the pieces ``body``, holding the slice's entries written with
+        commas from byte ``entries_at`` on, as gzip, from the file's compressed chunks where
+        it can."""
         file, start = self.origin
         return file.gzip_of(body, entries_at, start, start + len(self.versions))
 
@@ -314,6 +332,12 @@ class ChangeFiles:
         anew when next asked for."""
         with self._lock:
             self._opened.clear()
+
+    def open_all(self, version: str) -> None:
+        """Open every stream's change file of the publish of ``version`` now, so that the
+        first page a walk pinned to it asks for does not wait for the opening."""
+        for stream in STREAMS:
+            self.change_file(stream.name, version)
 
     def change_file(self, stream: str, version: str) -> ChangeFile | None:
         """The change file of ``stream`` written by the publish of ``version``, if any."""

@@ -26,6 +26,7 @@ LEVEL = 1  # ISA-L's level 1, as the read API's gzip layer compresses
 RAW_DEFLATE = -isal_zlib.MAX_WBITS
 # A gzip member's header: deflate, no flags, no time, no extra flags, unknown system.
 HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+Piece = bytes | memoryview  # a part of a body, read where it lies
 
 
 def deflated_chunks(entries: pa.Array) -> pa.Array:
@@ -55,21 +56,34 @@ def value_offsets(entries: pa.Array) -> np.ndarray:
     return offsets[entries.offset : entries.offset + len(entries) + 1]
 
 
-def gzip_around(body: bytes, middle_at: int, middle_end: int, middle: Sequence[bytes]) -> bytes:
-    """``body`` as one gzip stream in which ``body[middle_at:middle_end]`` is written as the
-    deflate blocks ``middle`` (chunks of ``deflated_chunks``, one after another, that inflate to
-    exactly those bytes) and the rest is compressed now."""
-    view = memoryview(body)
+def gzip_around(
+    pieces: Sequence[Piece], middle_at: int, middle_end: int, middle: Sequence[bytes]
+) -> bytes:
+    """The body made of ``pieces`` (one after another) as one gzip stream in which its bytes
+    ``[middle_at, middle_end)`` are written as the deflate blocks ``middle`` (chunks of
+    ``deflated_chunks``, one after another, that inflate to exactly those bytes) and the rest
+    is compressed now. The pieces are read where they lie: the body is never joined."""
     front = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, RAW_DEFLATE)
     back = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, RAW_DEFLATE)
-    return b"".join(
-        (
-            HEADER,
-            front.compress(view[:middle_at]),
-            front.flush(isal_zlib.Z_SYNC_FLUSH),
-            *middle,
-            back.compress(view[middle_end:]),
-            back.flush(),
-            struct.pack("<II", isal_zlib.crc32(body), len(body) & 0xFFFFFFFF),
-        )
-    )
+    out = [HEADER]
+    out += [front.compress(part) for part in _within(pieces, 0, middle_at)]
+    out += [front.flush(isal_zlib.Z_SYNC_FLUSH), *middle]
+    out += [back.compress(part) for part in _within(pieces, middle_end, None)]
+    out.append(back.flush())
+    crc, length = 0, 0
+    for piece in pieces:
+        crc, length = isal_zlib.crc32(piece, crc), length + len(piece)
+    out.append(struct.pack("<II", crc, length & 0xFFFFFFFF))
+    return b"".join(out)
+
+
+def _within(pieces: Sequence[Piece], start: int, end: int | None) -> list[memoryview]:
+    """Views of the bytes ``[start, end)`` of the body made of ``pieces`` (None: to its end)."""
+    found, at = [], 0
+    for piece in pieces:
+        view = memoryview(piece).cast("B")
+        low, high = max(start - at, 0), len(view) if end is None else min(end - at, len(view))
+        if low < high:
+            found.append(view[low:high])
+        at += len(view)
+    return found

@@ -133,7 +133,8 @@ class ChangeColumns(PositionedChanges):
 def joined_data(entries: pa.Array, separator_length: int) -> memoryview:
     """The bytes of a large binary array's values, one after another, less the last
     ``separator_length`` bytes (the separator each value ends with): a view of one slice of
-    the array's data, not a copy (the answer's body copies it once, joined to its head)."""
+    the array's data, not a copy (the answer's body copies it once, joined to its head, if
+    it is joined at all)."""
     if not len(entries):
         return memoryview(b"")
     offsets = np.frombuffer(entries.buffers()[1], dtype=np.int64)

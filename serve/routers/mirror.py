@@ -7,8 +7,6 @@ A key needs the scope of the stream's family, or the stream's own (``stream:<nam
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Annotated
 
@@ -35,6 +33,7 @@ from serve.gzip_cache import AnswerCache, AnswerKey
 from serve.live_snapshot import ServingState
 from serve.long_polls import LongPolls
 from serve.openapi_docs import MIRROR_ERRORS, answer
+from serve.pieced_body import PiecedBody
 from serve.responses import tagged
 
 PREFIX = "/_ductwork/v1"
@@ -105,42 +104,44 @@ async def changes(
             state = newer
             page = await _page(newer, found, since, size)
     body = _ndjson(page) if media_type == NDJSON else _json(found.name, since, page)
-    if page.changes:
+    if _worth_keeping(page, media_type):
         pages.put(_page_key(state, request.url.path, since, size, media_type), body)
     return tagged(request, state, body, media_type)
 
 
-@dataclass(frozen=True)
-class QuickPage:
-    """A feed page's JSON body, and for one sliced from a change file just now, a way to its
-    gzip form from the file's compressed chunks."""
-
-    body: bytes
-    gzipped: Callable[[], bytes] | None = None
+def _worth_keeping(page: feed.FeedPage, media_type: str) -> bool:
+    """Whether a page's body is kept for its next requests: one with changes, but a JSON page
+    sliced from a change file. That one is sliced again in less time than keeping a copy
+    costs: a kept copy takes memory the worker has not touched yet, a page fault every 4 KiB,
+    while the slice's pieces lie in the mapped file (``serve.pieced_body``)."""
+    if not page.changes:
+        return False
+    return media_type != JSON or not isinstance(page.changes, ChangeSlice)
 
 
 def sliced_json_page(
     state: ServingState, pages: AnswerCache, path: str, stream: Stream, since: str, size: int
-) -> QuickPage | None:
+) -> PiecedBody | None:
     """A page of ``stream``'s walk since the token ``since`` when it needs no read of the
-    snapshot: kept from an earlier request, or sliced from a change file (then kept); None
-    when the snapshot must be read. ApiError as the route answers a bad token (400) or
-    history no longer kept (410). For the short path, which runs no route."""
+    snapshot: kept from an earlier request, or sliced from a change file (in pieces, with a
+    way to its gzip form from the file's compressed chunks); None when the snapshot must be
+    read. ApiError as the route answers a bad token (400) or history no longer kept (410).
+    For the short path, which runs no route."""
     key = _page_key(state, path, since, size, JSON)
     kept = pages.get(key)
     if kept is not None:
-        return QuickPage(kept)
+        return PiecedBody((kept,))
     page = _sliced(state, stream, _position(state, stream, since), size)
     if page is None:
         return None
-    body = _json(stream.name, since, page)
-    if not page.changes:
-        return QuickPage(body)
+    pieces = _json_pieces(stream.name, since, page)
+    if not _worth_keeping(page, JSON):
+        if isinstance(page.changes, ChangeSlice) and page.changes:
+            return PiecedBody(pieces, partial(page.changes.gzip_of, pieces, len(pieces[0])))
+        return PiecedBody(pieces)
+    body = b"".join(pieces)
     pages.put(key, body)
-    if not isinstance(page.changes, ChangeSlice):
-        return QuickPage(body)
-    entries_at = body.index(CHANGES_MEMBER) + len(CHANGES_MEMBER)
-    return QuickPage(body, partial(page.changes.gzip_of, body, entries_at))
+    return PiecedBody((body,))
 
 
 def _page_key(
@@ -208,6 +209,14 @@ def _position(state: ServingState, stream: Stream, since: str | None) -> feed.Po
 
 
 def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
+    return b"".join(_json_pieces(stream, since, page))  # one copy
+
+
+def _json_pieces(
+    stream: str, since: str | None, page: feed.FeedPage
+) -> tuple[bytes, bytes | memoryview, bytes]:
+    """A JSON page as three pieces: its members up to the changes' opening bracket, the
+    changes' entries (as a change file maps them, for a page sliced from one), and the end."""
     head = dumps(
         {
             "stream": stream,
@@ -217,7 +226,7 @@ def _json(stream: str, since: str | None, page: feed.FeedPage) -> bytes:
             "snapshot": page.pinned.version,
         }
     )
-    return b"".join((head[:-1], CHANGES_MEMBER, page.entries(b","), b"]}"))  # one copy
+    return head[:-1] + CHANGES_MEMBER, page.entries(b","), b"]}"
 
 
 def _ndjson(page: feed.FeedPage) -> bytes:
