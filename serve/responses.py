@@ -49,6 +49,19 @@ def _snapshot_headers(version: str) -> tuple[tuple[bytes, bytes], ...]:
     )
 
 
+def _tagged_lines(
+    etag: bytes, version: str, length: int, media_type: str
+) -> list[tuple[bytes, bytes]]:
+    """The header lines of a 200 tagged with its content and snapshot, in the order
+    ``tagged_answer``'s ``Response`` gives them."""
+    return [
+        (b"etag", etag),
+        *_snapshot_headers(version),
+        (b"content-length", str(length).encode()),
+        (b"content-type", media_type.encode()),
+    ]
+
+
 class _ReadyJson(Response):
     """A 200 JSON answer whose header lines are ready-made: ``Response.__init__`` builds and
     encodes them on every request, at many times the cost of the lookup itself. The lines and
@@ -62,12 +75,7 @@ class _ReadyJson(Response):
         self.status_code = 200
         self.body = body
         self.background = None
-        self.raw_headers = [
-            (b"etag", etag),
-            *_snapshot_headers(version),
-            (b"content-length", str(len(body)).encode()),
-            (b"content-type", JSON.encode()),
-        ]
+        self.raw_headers = _tagged_lines(etag, version, len(body), JSON)
         if modified is not None:
             self.raw_headers.append((b"last-modified", modified[1]))
 
@@ -152,12 +160,7 @@ class JoinedWhenRead(Response):
         self.status_code = 200
         self.pieces = body
         self.background = None
-        self.raw_headers = [
-            (b"etag", etag),
-            *_snapshot_headers(version),
-            (b"content-length", str(len(body)).encode()),
-            (b"content-type", media_type.encode()),
-        ]
+        self.raw_headers = _tagged_lines(etag, version, len(body), media_type)
 
     @property  # type: ignore[override]
     def body(self) -> bytes:
