@@ -12,9 +12,10 @@
    feed's walk since the first publish, ...), each asked once before the timing, so both sides
    are timed as a server in use answers them: from each worker's caches (for a feed page, a
    repeat request). Each feed page's first request (its answer not yet kept by the worker,
-   read from the change file of the publish the walk is pinned to) is a figure of its own
-   against the same current page; the first request to the first publish (which rebuilds it,
-   once per host) is timed apart and reported beside the figures.
+   read from the change file of the publish the walk is pinned to) is a figure of its own,
+   each followed by a current list page of 1000, over several walks whose pages are shifted
+   from one another's so that none is asked twice; the first request to the first publish
+   (which rebuilds it, once per host) is timed apart and reported beside the figures.
 
     python -m bench.memory --scale medium          # what make bench runs as its memory part
     python -m bench.memory --scale small --syncs 3 # a quick pass
@@ -80,6 +81,7 @@ class MemoryFindings:
     feed_pages: int = 0  # distinct feed pages the feed figure cycles through
     feed_first_ms: float = 0.0  # median of each feed page's first request (answer not kept)
     feed_first_pages: list[float] = field(default_factory=list)  # ms: the walk's pages 1 and 2
+    first_requests: int = 0  # feed pages' first requests timed, each beside a list page
     # figure -> (ours: median ms, current: median ms)
     latency: dict[str, tuple[float, float]] = field(default_factory=dict)
     requests: int = 0
@@ -164,13 +166,17 @@ def measure(
     warehouse = HomeSettings(home=home).warehouse_path
     found.warehouse_file = warehouse.stat().st_size
     found.size_with, found.size_without = sizes(warehouse, work)
-    found.latency, found.rebuild_s, walk = serve_and_measure(
+    found.latency, found.rebuild_s, walks = serve_and_measure(
         group, home, before.version, token, requests
     )
+    walk = walks[0]
     found.page_changes, found.feed_pages = min(walk.changes), len(walk.changes)
-    found.feed_first_ms = statistics.median(walk.first_ms)
+    first = [ms for each in walks for ms in each.first_ms]
+    beside = [ms for each in walks for ms in each.list_ms]
+    found.first_requests = len(first)
+    found.feed_first_ms = statistics.median(first)
     found.feed_first_pages = walk.first_ms[:2]
-    found.latency["feed_first"] = (found.feed_first_ms, found.latency["feed"][1])
+    found.latency["feed_first"] = (found.feed_first_ms, statistics.median(beside))
     return found
 
 
@@ -198,21 +204,33 @@ def first_token(home: Path, work: Path) -> str:
 
 
 FEED_PAGES = 20  # distinct pages of the walk the feed figure cycles through, as many as list pages
+# The first-request figure walks the feed this many times from the same token, each walk's pages
+# shifted by FIRST_SHIFT changes from the last one's, so that every page it times is one no
+# request has asked for yet.
+FIRST_WALKS = 5
+FIRST_SHIFT = 200
 
 
 @dataclass
 class FeedWalk:
-    """The first pages of the feed's walk since a token: the URL of each, its changes, and the
-    milliseconds of its first request (its answer not yet kept)."""
+    """The first pages of the feed's walk since a token: the URL of each, its changes, the
+    milliseconds of its first request (its answer not yet kept), and those of the current list
+    page asked just after each."""
 
     urls: list[str] = field(default_factory=list)
     changes: list[int] = field(default_factory=list)
     first_ms: list[float] = field(default_factory=list)
+    list_ms: list[float] = field(default_factory=list)
 
 
-def walk_feed(client: httpx.Client, url: str, token: str, pages: int) -> FeedWalk:
+def walk_feed(
+    client: httpx.Client, url: str, token: str, pages: int, beside: list[str], shift: int = 0
+) -> FeedWalk:
     """Follow the digital assets' walk from ``token``, 1000 changes a page, for up to
-    ``pages`` pages (fewer if it ends first).
+    ``pages`` pages (fewer if it ends first), each page's first request followed by a current
+    list page of ``beside`` in turn, both timed: the two sides interleaved, as every other
+    figure's are. With ``shift``, a page of that many changes first (not timed), so that the
+    pages timed start elsewhere than a walk without it.
 
     Between two requests the walk reads only the page's head (its members before
     ``changes``, which the feed writes first), and parses the pages' changes once the walk is
@@ -220,21 +238,34 @@ def walk_feed(client: httpx.Client, url: str, token: str, pages: int) -> FeedWal
     the client (measured), a cost the list side, timed back to back, does not carry."""
     walk = FeedWalk()
     since = token
+    if shift:
+        head = page_head(_get(client, f"{url}/_ductwork/v1/changes/digital-assets?since={since}"
+                                      f"&limit={shift}"))  # fmt: skip
+        if not head["hasMore"]:  # a walk shorter than the shift: nothing left to time
+            return walk
+        since = head["next"]
     bodies = []
-    for _ in range(pages):
+    for index in range(pages):
         page_url = f"{url}/_ductwork/v1/changes/digital-assets?since={since}&limit=1000"
         started = time.perf_counter()
-        answer = client.get(page_url)
+        body = _get(client, page_url)
         walk.first_ms.append((time.perf_counter() - started) * 1000)
-        assert answer.status_code == 200, (page_url, answer.status_code, answer.text[:200])
+        walk.list_ms.append(timed(client, beside[index % len(beside)]))
         walk.urls.append(page_url)
-        bodies.append(answer.content)
-        head = page_head(answer.content)
+        bodies.append(body)
+        head = page_head(body)
         if not head["hasMore"]:
             break
         since = head["next"]
     walk.changes = [len(json.loads(body)["changes"]) for body in bodies]
     return walk
+
+
+def _get(client: httpx.Client, url: str) -> bytes:
+    """The body of a GET that must answer 200."""
+    answer = client.get(url)
+    assert answer.status_code == 200, (url, answer.status_code, answer.text[:200])
+    return answer.content
 
 
 def page_head(body: bytes) -> dict:
@@ -246,9 +277,9 @@ def page_head(body: bytes) -> dict:
 
 def serve_and_measure(
     group: ProcessGroup, home: Path, version: str, token: str, requests: int
-) -> tuple[dict, float, FeedWalk]:
+) -> tuple[dict, float, list[FeedWalk]]:
     """``ductwork serve`` over ``home``: the figures' latencies, the first rebuild's time, and
-    the feed pages measured."""
+    the walks of the feed measured (the first one's pages are the repeat figure's)."""
     key = create_key(home)
     port = free_socket().getsockname()[1]
     url = f"http://127.0.0.1:{port}"
@@ -277,19 +308,24 @@ def serve_and_measure(
         # The current list pages asked once first, as the list side is before its timing: a
         # worker then serves as in use (its snapshot loaded, its record files written), and
         # the walk's first requests are timed against the same server the list pages are.
-        for page in range(1, FEED_PAGES + 1):
-            assert client.get(f"{url}{assets}?count=1000&page={page}").status_code == 200
-        walk = walk_feed(client, url, token, FEED_PAGES)
+        lists = [f"{url}{assets}?count=1000&page={page}" for page in range(1, FEED_PAGES + 1)]
+        for page in lists:
+            assert client.get(page).status_code == 200
+        walks = [
+            walk_feed(client, url, token, FEED_PAGES, lists, shift=index * FIRST_SHIFT)
+            for index in range(FIRST_WALKS)
+        ]
+    walk = walks[0]
     pages = [f"{assets}?count=100&page={page}" for page in range(1, 21)]
     lookups = [f"/products/v2.0/units/{quote(sku, safe='')}" for sku in skus]
     pairs = {
-        "feed": (walk.urls, [f"{url}{assets}?count=1000&page={page}" for page in range(1, 21)]),
+        "feed": (walk.urls, lists),
         "as_of_page": ([f"{at}{page}" for page in pages], [f"{url}{page}" for page in pages]),
         "as_of_lookup": ([f"{at}{path}" for path in lookups], [f"{url}{path}" for path in lookups]),
     }
     # One pass unmeasured: each side's answers asked once, as a server in use has them.
     latencies(pairs, key, max(len(ours) for ours, _ in pairs.values()))
-    return latencies(pairs, key, requests), rebuild_s, walk
+    return latencies(pairs, key, requests), rebuild_s, walks
 
 
 def report(found: MemoryFindings) -> list[str]:
@@ -325,16 +361,19 @@ def report(found: MemoryFindings) -> list[str]:
         "",
         f"- The repeat-request figure cycles through the first {found.feed_pages} pages of the "
         f"walk since the earlier publish, each of at least {found.page_changes} changes, each "
-        "asked once before the timing (a worker keeps the pages it answered); the "
-        f"first-request figure is the median of those {found.feed_pages} first requests, "
-        "made after the current list pages of 1000 were asked once (as the list side is before "
-        "its timing: the server then runs as in use, its record files written), one after "
-        "another, the walk reading only each page's head (`next`, `hasMore`) between two "
-        "requests and its changes after the last (as the list side parses nothing between "
-        "its requests). Each "
+        "asked once before the timing (a worker keeps the pages it answered). The "
+        f"first-request figure takes {found.first_requests} pages no request had asked for, "
+        f"from {FIRST_WALKS} walks from the same token, each one's pages shifted by "
+        f"{FIRST_SHIFT} changes from the last one's; each page's first request is followed by "
+        "a current list page of 1000 (the pages cycled through, each asked once before), both "
+        "timed, and the figure is the median of the first requests against the median of "
+        "those list pages. The walks start once the current list pages were asked once (the "
+        "server then runs as in use, its record files written) and read only each page's "
+        "head (`next`, `hasMore`) between two requests, its changes after the last (as the "
+        "list side parses nothing between its requests). Each "
         "page is a slice of the change file the newest publish wrote beside its snapshot (every "
         "key changed since the oldest publish kept, in feed order, each with its entry as the "
-        "feed writes it). First requests of pages 1 and 2: "
+        "feed writes it). First requests of the first walk's pages 1 and 2: "
         + ", ".join(f"{ms:.1f} ms" for ms in found.feed_first_pages)
         + ".",
         f"- The first request as of the earlier publish rebuilt it from the history: "
