@@ -429,7 +429,11 @@ class Report:
         self.steps(found.no_change, found.changed)
 
     def steps(self, quiet: list[SyncRun], changed: list[SyncRun]) -> None:
-        names = _steps_slowest_first(quiet)
+        """Every step either kind of run reported, slowest after a change first: the publish,
+        which only a run with changes makes, included."""
+        reported = {name for run in [*quiet, *changed] for name in run.steps}
+        by = changed or quiet
+        names = sorted(reported, key=lambda name: -_median(r.steps.get(name, 0) for r in by))
         if not names:
             return
         rows = [
@@ -438,7 +442,7 @@ class Report:
                 f"{_median(r.steps.get(name, 0) for r in quiet):.2f}",
                 f"{_median(r.steps.get(name, 0) for r in changed):.2f}",
             ]
-            for name in names[:10]
+            for name in names
         ]
         self.body += ["Steps as `ductwork sync` reports them (median, seconds):", ""]
         self.body += _table(["step", "no change", "after 1 % changed"], rows)

@@ -213,3 +213,20 @@ def test_answers_smaller_than_the_ceilings_copies_miss_the_serving_target() -> N
     short = _report([sized(9000, 900)] * 3, ceiling)  # 90 % of the ceiling's bytes
     assert short.summary[0][-1] == "**missed**"
     assert "answers not as the mix asks" in short.summary[0][1]
+
+
+def test_the_incremental_step_table_shows_a_step_only_a_run_after_a_change_reports() -> None:
+    """A run with nothing changed publishes nothing new, so its report has no publish step:
+    the table still lists it, from the runs after a change, slowest first, every step."""
+    quiet = [_sync(2.5, 300, 2.0) for _ in range(3)]
+    changed = [_sync(4.5, 300, 4.0) for _ in range(3)]
+    for index, one in enumerate(quiet):
+        one.steps.update({f"step_{n}": 0.1 for n in range(11)}, catalog=0.2 + index / 100)
+    for one in changed:
+        one.steps.update({f"step_{n}": 0.1 for n in range(11)}, catalog=0.2, serving_snapshot=2.0)
+    report = Report(Findings(), argparse.Namespace(runs=3, large_runs=1, dlt_runs=1))
+    report.steps(quiet, changed)
+    rows = [line for line in report.body if line.startswith("| ") and "step |" not in line][1:]
+    assert rows[0] == "| serving_snapshot | 0.00 | 2.00 |"
+    assert rows[1] == "| catalog | 0.21 | 0.20 |"
+    assert len(rows) == 13  # every step, the eleven small ones too
