@@ -169,6 +169,7 @@ def test_a_lead_listed_again_after_its_deletion_opens_a_version_after_its_last_o
     resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
     with open_warehouse(resource) as con:
         _store_leads(con, [lead("L1", "2025-01-01T00:00:00.000Z")], None)
+        LIST.start_listing(con)
         LIST.mark_unlisted_deleted(con, Listing(complete=True))  # a listing without L1
         gone = con.execute("SELECT count(*) FROM leads").fetchall()[0][0]
         current = con.execute("SELECT count(*) FROM lead_history WHERE is_current").fetchall()

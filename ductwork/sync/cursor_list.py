@@ -16,7 +16,7 @@ listing cut short deletes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 import duckdb
@@ -48,14 +48,15 @@ HeldPage = tuple[list[Record], Cursor | None]
 
 @dataclass
 class Listing:
-    """What a run's walks listed: the ids of every record they read and the range of the list
-    they read whole, every record created after ``created_after`` (None: every record).
-    ``complete`` is False when they read no range whole (an incremental run without a window
-    re-read): then nothing may be taken for deleted."""
+    """What a run's walks listed: the range of the list they read whole, every record created
+    after ``created_after`` (None: every record). ``complete`` is False when they read no range
+    whole (an incremental run without a window re-read): then nothing may be taken for deleted.
+    The ids of the records they read are not held here but in the step's connection, in the
+    temporary table ``start_listing`` makes, as each batch is stored: a set of every id held
+    in Python grew with the list (some 60 MB at half a million leads)."""
 
     created_after: str | None = None
     complete: bool = False
-    ids: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,11 @@ class CursorList:
             context.upstream, lambda client: self._walk(client, step.asset, con, start, window)
         )
         counts, listing = fetched.value
-        deleted = self.mark_unlisted_deleted(con, listing) if listing.complete else 0
+        if listing.complete:
+            deleted = self.mark_unlisted_deleted(con, listing)
+        else:
+            deleted = 0
+            con.execute(self.statement("listed_drop"))
         if options.reconcile:
             con.execute(self.statement("queue_all"))
         total, queued = con.execute(self.statement("counts")).fetchall()[0]
@@ -123,6 +128,7 @@ class CursorList:
         changed = [0]
         # From no cursor the walk lists every record; from a cursor, only with the window.
         listing = Listing(complete=start is None)
+        self.start_listing(con)  # no write runs yet: the connection is this thread's
 
         def into(held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
             """A walk's sink: count each page's drift and hold it, with its cursor when the
@@ -130,12 +136,13 @@ class CursorList:
 
             async def take(records: list[Record], cursor: Cursor) -> None:
                 drift.count(records)
-                listing.ids.update(str(record[id_member]) for record in records)
                 await held.add((records, cursor if moves_cursor else None), len(records))
 
             return take
 
         def store(pages: list[HeldPage]) -> None:
+            read = [str(record[id_member]) for records, _ in pages for record in records]
+            self.add_listed(con, read)
             changed[0] += self.store_pages(con, asset, pages)
 
         def pages_held() -> PendingPages[HeldPage]:
@@ -170,8 +177,8 @@ class CursorList:
         """Take the stored records of a complete listing's range that it did not list for
         deleted upstream (``forget_gone``, in one transaction); returns how many. A listing that
         missed none writes nothing, so a run with nothing new still leaves the warehouse file
-        as it found it."""
-        self.hold_listed(con, listing.ids)
+        as it found it. The listing's ids are those ``add_listed`` put in the table
+        ``start_listing`` made, which is dropped here."""
         try:
             gone = con.execute(
                 self.statement("unlisted"), {"created_after": listing.created_after}
@@ -189,12 +196,15 @@ class CursorList:
             raise
         return len(gone)
 
-    def hold_listed(self, con: duckdb.DuckDBPyConnection, ids: set[str]) -> None:
-        """Put the listed ``ids`` in the temporary table ``unlisted`` reads, a chunk at a time."""
+    def start_listing(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make the listing's temporary table of ids empty (``unlisted`` reads it)."""
         con.execute(self.statement("listed_create"))
-        listed = list(ids)
-        for start in range(0, len(listed), LISTED_IDS_PER_STATEMENT):
-            chunk = listed[start : start + LISTED_IDS_PER_STATEMENT]
+
+    def add_listed(self, con: duckdb.DuckDBPyConnection, ids: list[str]) -> None:
+        """Add ids the walks read to the listing's table, a chunk at a time (an id read twice
+        may be there twice: ``unlisted`` asks only whether it is)."""
+        for start in range(0, len(ids), LISTED_IDS_PER_STATEMENT):
+            chunk = ids[start : start + LISTED_IDS_PER_STATEMENT]
             con.execute(self.statement("listed_add"), [chunk])
 
     def store_pages(self, con: duckdb.DuckDBPyConnection, asset: str, pages: list[HeldPage]) -> int:

@@ -380,9 +380,10 @@ WHERE l.id IN (SELECT unnest(?::VARCHAR[]))
   AND l.id IN (SELECT id FROM lead_details);
 
 -- name: listed_create
--- The ids a complete listing listed (`CursorList.mark_unlisted_deleted`), in a temporary table
--- filled a chunk of ids at a time: one list parameter of every id held them all at once, a
--- few hundred bytes each, as DuckDB values. A temporary table leaves the warehouse file as it is.
+-- The ids the walks of a run read (`CursorList.start_listing`), in a temporary table filled as
+-- each batch of pages is stored, a chunk of ids at a time: one list parameter of every id held
+-- them all at once, a few hundred bytes each, as DuckDB values. A temporary table leaves the
+-- warehouse file as it is; `unlisted` reads it once the listing is complete.
 CREATE OR REPLACE TEMP TABLE listed_ids (id VARCHAR);
 
 -- name: listed_add
