@@ -17,9 +17,10 @@ from bench.suite import GIB, MIB, Findings, SyncRun
 BUDGET_MIN = 25
 
 
-def _steps_slowest_first(runs: Sequence[SyncRun]) -> list[str]:
-    """The names of the steps the runs reported, by their median seconds, slowest first."""
-    names = {name for run in runs for name in run.steps}
+def _steps_slowest_first(runs: Sequence[SyncRun], also: Sequence[SyncRun] = ()) -> list[str]:
+    """The names of the steps the runs (and the runs ``also``) reported, by their median
+    seconds in ``runs``, slowest first."""
+    names = {name for run in [*runs, *also] for name in run.steps}
     return sorted(names, key=lambda name: -_median(run.steps.get(name, 0) for run in runs))
 
 
@@ -431,9 +432,7 @@ class Report:
     def steps(self, quiet: list[SyncRun], changed: list[SyncRun]) -> None:
         """Every step either kind of run reported, slowest after a change first: the publish,
         which only a run with changes makes, included."""
-        reported = {name for run in [*quiet, *changed] for name in run.steps}
-        by = changed or quiet
-        names = sorted(reported, key=lambda name: -_median(r.steps.get(name, 0) for r in by))
+        names = _steps_slowest_first(changed or quiet, also=quiet)
         if not names:
             return
         rows = [

@@ -94,11 +94,7 @@ class CursorList:
             context.upstream, lambda client: self._walk(client, step.asset, con, start, window)
         )
         counts, listing = fetched.value
-        if listing.complete:
-            deleted = self.mark_unlisted_deleted(con, listing)
-        else:
-            deleted = 0
-            con.execute(self.statement("listed_drop"))
+        deleted = self.mark_unlisted_deleted(con, listing) if listing.complete else 0
         if options.reconcile:
             con.execute(self.statement("queue_all"))
         total, queued = con.execute(self.statement("counts")).fetchall()[0]
@@ -128,7 +124,9 @@ class CursorList:
         changed = [0]
         # From no cursor the walk lists every record; from a cursor, only with the window.
         listing = Listing(complete=start is None)
-        self.start_listing(con)  # no write runs yet: the connection is this thread's
+        lists_whole = start is None or window_days is not None
+        if lists_whole:  # else no id is wanted: nothing is taken for deleted
+            self.start_listing(con)  # no write runs yet: the connection is this thread's
 
         def into(held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
             """A walk's sink: count each page's drift and hold it, with its cursor when the
@@ -141,8 +139,8 @@ class CursorList:
             return take
 
         def store(pages: list[HeldPage]) -> None:
-            read = [str(record[id_member]) for records, _ in pages for record in records]
-            self.add_listed(con, read)
+            if lists_whole:
+                self.add_listed(con, [str(r[id_member]) for records, _ in pages for r in records])
             changed[0] += self.store_pages(con, asset, pages)
 
         def pages_held() -> PendingPages[HeldPage]:
