@@ -3,7 +3,8 @@ unit tests of the held head over a transport that records its writes (a shortcut
 the write pattern, not the server), then ``ductwork serve`` as the CLI starts it, on raw
 keep-alive connections. The whole-answer extension is compared with uvicorn's ``send`` on
 uvicorn itself with ``ductwork serve``'s protocol, in a thread, around a small app of the test's
-own (a shortcut: it proves the bytes of the two ways, not the read API's answers)."""
+own (a shortcut: it proves the bytes of the two ways, not the read API's answers); on the
+same server, that an answered request's cycle is freed without the cyclic collector."""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ class Listing:
     whole (an incremental run without a window re-read): then nothing may be taken for deleted.
     The ids of the records they read are not held here but in the step's connection, in the
     temporary table ``start_listing`` makes, as each batch is stored: a set of every id held
-    in Python grew with the list (some 60 MB at half a million leads)."""
+    in Python grew with the list (the lead list's high-water mark was 50 MiB higher with it at
+    half a million leads)."""
 
     created_after: str | None = None
     complete: bool = False
@@ -122,10 +123,10 @@ class CursorList:
         drift = DriftTally(self.shape)
         id_member = self.paging.id_member
         changed = [0]
-        # From no cursor the walk lists every record; from a cursor, only with the window.
-        listing = Listing(complete=start is None)
-        lists_whole = start is None or window_days is not None
-        if lists_whole:  # else no id is wanted: nothing is taken for deleted
+        # From no cursor the walk lists every record; from a cursor, only with the window. The
+        # listing is returned only once every walk has ended (one that fails raises).
+        listing = Listing(complete=start is None or window_days is not None)
+        if listing.complete:  # else no id is wanted: nothing is taken for deleted
             self.start_listing(con)  # no write runs yet: the connection is this thread's
 
         def into(held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
@@ -139,7 +140,7 @@ class CursorList:
             return take
 
         def store(pages: list[HeldPage]) -> None:
-            if lists_whole:
+            if listing.complete:
                 self.add_listed(con, [str(r[id_member]) for records, _ in pages for r in records])
             changed[0] += self.store_pages(con, asset, pages)
 
@@ -168,7 +169,7 @@ class CursorList:
             counts[revisited] = window.records
             # The window (since, start] and the walk after start: every record created after
             # the window's start.
-            listing.created_after, listing.complete = format_datetime(since), True
+            listing.created_after = format_datetime(since)
         return {**counts, "records_changed": changed[0], **drift.as_metadata()}, listing
 
     def mark_unlisted_deleted(self, con: duckdb.DuckDBPyConnection, listing: Listing) -> int:
