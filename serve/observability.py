@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import glob
 import itertools
 import json
 import logging
@@ -52,6 +53,27 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 FLUSH_EVERY_S = 0.5
 
 
+# A worker's metric file holds at least its header (the bytes in use) once written.
+_HEADER_BYTES = 8
+
+
+class SettledFilesCollector(MultiProcessCollector):
+    """prometheus_client's multiprocess collector, passing over a metric file another worker
+    has created but not yet written its header into: read in that moment, the file is empty and
+    the library fails on it, so a ``/metrics`` answered while a worker starts was a 500."""
+
+    def collect(self) -> Any:
+        """The merged metrics of every worker's file that holds its header."""
+        settled = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            try:
+                if os.path.getsize(path) >= _HEADER_BYTES:
+                    settled.append(path)
+            except OSError:  # removed meanwhile: a worker that stopped
+                continue
+        return self.merge(settled, accumulate=True)
+
+
 class Metrics:
     """The read API's metrics: summed over every worker's files in multiprocess mode,
     otherwise in a registry of their own (one per app).
@@ -68,7 +90,7 @@ class Metrics:
         self.shared = shared_metrics()
         self.registry = CollectorRegistry()
         if self.shared:
-            MultiProcessCollector(self.registry)
+            SettledFilesCollector(self.registry)
         # In multiprocess mode the values are read back from the files, not from the metrics.
         own = None if self.shared else self.registry
         self.requests = Counter(
