@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import gc
 import os
 import sys
@@ -349,28 +350,34 @@ def _serve(options: argparse.Namespace) -> int:
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     # Imported only now: it imports prometheus_client, which the one-worker server runs in.
     from serve.observability import serve_logging_config
+    from serve.worker_processes import STARTUP_FAILURE, serve_with_workers
 
+    config = uvicorn.Config(
+        "serve.app:create_app",
+        factory=True,
+        host=options.host or settings.serve_host,
+        port=options.port or settings.serve_port,
+        workers=workers,
+        loop="uvloop",
+        # httptools with a size and a time limit on every request's line and headers.
+        http="serve.request_heads:BoundedHttpToolsProtocol",
+        log_config=serve_logging_config(settings.log_level),
+        log_level=settings.log_level,
+        access_log=False,  # the app's JSON access log replaces uvicorn's
+        # The app believes X-Forwarded-For from DUCTWORK_TRUSTED_PROXIES only; uvicorn's own
+        # handling would believe it from any loopback peer.
+        proxy_headers=False,
+    )
     try:
-        uvicorn.run(
-            "serve.app:create_app",
-            factory=True,
-            host=options.host or settings.serve_host,
-            port=options.port or settings.serve_port,
-            workers=workers,
-            loop="uvloop",
-            # httptools with a size and a time limit on every request's line and headers.
-            http="serve.request_heads:BoundedHttpToolsProtocol",
-            log_config=serve_logging_config(settings.log_level),
-            log_level=settings.log_level,
-            access_log=False,  # the app's JSON access log replaces uvicorn's
-            # The app believes X-Forwarded-For from DUCTWORK_TRUSTED_PROXIES only; uvicorn's own
-            # handling would believe it from any loopback peer.
-            proxy_headers=False,
-        )
+        if workers > 1:
+            return serve_with_workers(config, workers)
+        server = uvicorn.Server(config)
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises SIGINT again once stopped
+            server.run()
+        return 0 if server.started else STARTUP_FAILURE
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-    return 0
 
 
 def _key_store() -> KeyFile:

@@ -29,8 +29,8 @@ from tests.conftest import home_with_published_snapshot
 # Every counted request carries this query string; it must never reach the output.
 QUERY = "count=1&page=2"
 MIN_REQUESTS = 20
-# Each request opens a new connection, which the kernel hands to whichever worker accepts it
-# first; past this many without both workers answering, the test fails rather than loop.
+# Each request opens a new connection, which the kernel hands to one worker's socket by a hash
+# of its addresses; past this many without both workers answering, the test fails, not loops.
 MAX_REQUESTS = 400
 METRICS_DEADLINE_S = 10.0
 STOP_TIMEOUT_S = 30.0

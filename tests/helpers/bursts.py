@@ -1,8 +1,9 @@
 """Bursts of keyed requests spread over every worker of several ``ductwork serve`` processes.
 
-Which worker accepts a connection is the kernel's choice, and an idle worker may take them
-all; a test of a limit counted across workers first makes sure each worker holds a connection,
-from the pids in the JSON access logs, and only then sends its burst.
+Which worker takes a connection is the kernel's choice (by a hash of its addresses), and a
+worker still starting takes none; a test of a limit counted across workers first makes sure
+each worker holds a connection, from the pids in the JSON access logs, and only then sends its
+burst.
 """
 
 from __future__ import annotations
