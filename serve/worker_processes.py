@@ -17,6 +17,7 @@ but not accepted when it dies are reset; with one shared socket another worker w
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import multiprocessing
 import os
@@ -82,6 +83,8 @@ def _hold_port(host: str, port: int) -> socket.socket:
         try:
             probe.bind((host, port))
         except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
             raise PortTaken(exc.errno, f"port {port} is already in use on {host}") from exc
         port = probe.getsockname()[1]
     holder = _reusable_socket(host)
@@ -104,6 +107,9 @@ def _run_worker(config: uvicorn.Config, port: int) -> None:
     except OSError as exc:
         logger.error("worker [%d] cannot bind %s:%d: %s", os.getpid(), config.host, port, exc)
         sys.exit(STARTUP_FAILURE)
+    # A hang-up (its terminal closing) stops a worker as SIGTERM does, finishing what it holds,
+    # rather than by the default action of SIGHUP, which ends it at once.
+    signal.signal(signal.SIGHUP, lambda _signum, _frame: os.kill(os.getpid(), signal.SIGTERM))
     server = uvicorn.Server(config)
     server.run(sockets=[sock])  # the server listens once the app has started
     if not server.started:

@@ -1,6 +1,7 @@
 """``ductwork serve --workers 2`` as the CLI starts it: each worker listens on a socket of its
 own, so connections opened at once reach every worker rather than the one that wakes first; a
-worker that dies is replaced; a port another server listens on is refused, not shared."""
+worker that dies is replaced; a port another server listens on is refused, not shared; a
+hang-up stops every worker gracefully."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ import pytest
 from pipelines.processes import PROJECT_ROOT
 from tests.conftest import home_with_published_snapshot
 from tests.helpers.bursts import ONE, logged_pids
-from tests.helpers.serve_process import RunningApi, serving_process
+from tests.helpers.serve_process import RunningApi, serving_process, start_serve, stop_serve
 
 WORKERS = 2
 CONNECTIONS = 32  # as many as the benchmark's load generators open at once
 ROUNDS = 5
 STARTED_WITHIN_S = 60.0  # a worker imports the app and loads the snapshot first
 REFUSED_WITHIN_S = 60.0
+STOPPED_WITHIN_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +131,28 @@ def test_a_second_server_on_a_port_already_served_is_refused_not_joined(
     # Every connection still reaches the first server's workers.
     pids = pids_answering_connections_opened_at_once(api.url, access_log, "after-refusal")
     assert pids == worker_pids(api)
+
+
+def test_a_hang_up_stops_every_worker_gracefully_and_the_server_exits_0(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    """SIGHUP to the whole process group, as a closing terminal sends it: each worker finishes
+    its shutdown (the default action of SIGHUP would end it at once) and the server exits 0.
+    A worker still starting finishes starting, then stops."""
+    home = tmp_path / "home"
+    home_with_published_snapshot(synced_home, home)
+    stderr_path = tmp_path / "stderr"
+    with stderr_path.open("wb") as stderr:
+        api = start_serve(home, WORKERS, stderr=stderr)
+        try:
+            workers = worker_pids(api)
+            os.killpg(api.process.pid, signal.SIGHUP)
+            returncode = api.process.wait(timeout=STOPPED_WITHIN_S)
+        finally:
+            if api.process.poll() is None:
+                stop_serve(api)
+    logged = stderr_path.read_text(encoding="utf-8")
+    assert returncode == 0, logged[-2000:]
+    assert {f"Finished server process [{pid}]" for pid in workers} <= set(
+        line.removeprefix("INFO:     ") for line in logged.splitlines()
+    ), logged[-2000:]
