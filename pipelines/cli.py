@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import gc
 import os
 import sys
@@ -350,13 +349,13 @@ def _serve(options: argparse.Namespace) -> int:
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     # Imported only now: it imports prometheus_client, which the one-worker server runs in.
     from serve.observability import serve_logging_config
-    from serve.worker_processes import STARTUP_FAILURE, serve_with_workers
+    from serve.worker_processes import run_server, serve_with_workers
 
     config = uvicorn.Config(
         "serve.app:create_app",
         factory=True,
         host=options.host or settings.serve_host,
-        port=options.port or settings.serve_port,
+        port=settings.serve_port if options.port is None else options.port,
         workers=workers,
         loop="uvloop",
         # httptools with a size and a time limit on every request's line and headers.
@@ -371,10 +370,7 @@ def _serve(options: argparse.Namespace) -> int:
     try:
         if workers > 1:
             return serve_with_workers(config, workers)
-        server = uvicorn.Server(config)
-        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises SIGINT again once stopped
-            server.run()
-        return 0 if server.started else STARTUP_FAILURE
+        return run_server(config)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

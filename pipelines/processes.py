@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from types import FrameType
 
 import httpx
 
+from ductwork.ports import in_use
 from ductwork.run_worker import proc_stat
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -177,21 +177,9 @@ def taken_port(host: str, ports: Sequence[tuple[str, int]]) -> str | None:
         if port in labels:
             return f"port {port} is given for both the {labels[port]} and the {label}"
         labels[port] = label
-        if port and _in_use(host, port):
+        if port and in_use(host, port):
             return f"port {port} ({label}) is already in use on {host}"
     return None
-
-
-def _in_use(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        # As the servers bind: a closed connection in TIME_WAIT does not count, a listener does.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def _default_signals() -> None:

@@ -9,15 +9,15 @@ hash of each connection's addresses, and an idle worker cannot take its neighbou
 
 The supervisor holds the port from before the first worker starts until the last one stops
 (bound, never listening, so the kernel routes it no connection), starts a new worker in place of
-one that ends, and stops them all on SIGINT, SIGTERM or SIGHUP. A worker that cannot start (its
-app fails to load) stops the whole server, as uvicorn's does. Connections a worker had queued
-but not accepted when it dies are reset; with one shared socket another worker would take them.
+one that ends, and stops them all on SIGINT, SIGTERM or SIGHUP. A worker whose app cannot start
+(it cannot be imported, its factory raises, its lifespan start-up fails) stops the whole server
+rather than being started again and again. Connections a worker had queued but not accepted when
+it dies are reset; with one shared socket another worker would take them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import multiprocessing
 import os
@@ -31,14 +31,12 @@ from types import FrameType
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
+from ductwork import ports
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_WAIT_S = 60.0  # after which a worker that has not ended its graceful shutdown is killed
 
 logger = logging.getLogger("uvicorn.error")
-
-
-class PortTaken(OSError):
-    """Another process listens on the address ``ductwork serve`` was asked to serve on."""
 
 
 def serve_with_workers(config: uvicorn.Config, workers: int) -> int:
@@ -47,7 +45,7 @@ def serve_with_workers(config: uvicorn.Config, workers: int) -> int:
     start. ``config.app`` must be an import string, as every worker imports it anew."""
     try:
         holder = _hold_port(config.host, config.port)
-    except PortTaken as exc:
+    except ports.PortTaken as exc:
         logger.error("%s", exc.strerror)
         return STARTUP_FAILURE
     except OSError as exc:
@@ -64,14 +62,6 @@ def serve_with_workers(config: uvicorn.Config, workers: int) -> int:
         holder.close()
 
 
-def _reusable_socket(host: str) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    # SO_REUSEADDR: a restart binds over the previous run's connections in TIME_WAIT.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    return sock
-
-
 def _hold_port(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` with ``SO_REUSEPORT`` that never listens: it keeps the
     port (and settles port 0) while workers come and go.
@@ -79,15 +69,8 @@ def _hold_port(host: str, port: int) -> socket.socket:
     Any process of the same user may join a port bound with ``SO_REUSEPORT``, so a second
     server started on a port already served would silently take half its connections. A plain
     bind first refuses a port another process listens on (``PortTaken``)."""
-    with _reusable_socket(host) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            raise PortTaken(exc.errno, f"port {port} is already in use on {host}") from exc
-        port = probe.getsockname()[1]
-    holder = _reusable_socket(host)
+    port = ports.claim_free_port(host, port)
+    holder = ports.reusable_socket(host)
     try:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         holder.bind((host, port))
@@ -100,7 +83,7 @@ def _hold_port(host: str, port: int) -> socket.socket:
 def _run_worker(config: uvicorn.Config, port: int) -> None:
     """One worker, in a process of its own: bind the shared port, then serve until stopped."""
     config.configure_logging()  # the config came pickled; its logging was set up in the parent
-    sock = _reusable_socket(config.host)
+    sock = ports.reusable_socket(config.host)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((config.host, port))
@@ -110,10 +93,26 @@ def _run_worker(config: uvicorn.Config, port: int) -> None:
     # A hang-up (its terminal closing) stops a worker as SIGTERM does, finishing what it holds,
     # rather than by the default action of SIGHUP, which ends it at once.
     signal.signal(signal.SIGHUP, lambda _signum, _frame: os.kill(os.getpid(), signal.SIGTERM))
+    exit_code = run_server(config, sockets=[sock])  # it listens once the app has started
+    if exit_code:
+        sys.exit(exit_code)
+
+
+def run_server(config: uvicorn.Config, sockets: list[socket.socket] | None = None) -> int:
+    """Serve the app ``config`` names until stopped (on ``sockets`` when given); the exit code:
+    0, or ``STARTUP_FAILURE`` (3) when the app did not start, whatever stopped it (uvicorn exits
+    with it itself when the app cannot be imported, but lets anything else the factory raises
+    through: a supervisor would then start the worker again and again)."""
     server = uvicorn.Server(config)
-    server.run(sockets=[sock])  # the server listens once the app has started
-    if not server.started:
-        sys.exit(STARTUP_FAILURE)
+    try:
+        server.run(sockets=sockets)
+    except KeyboardInterrupt:
+        pass  # uvicorn raises SIGINT again once it has stopped gracefully
+    except Exception as exc:
+        if server.started:
+            raise
+        logger.error("[%d] the app could not start: %s: %s", os.getpid(), type(exc).__name__, exc)
+    return 0 if server.started else STARTUP_FAILURE
 
 
 class _Supervisor:

@@ -156,3 +156,26 @@ def test_a_hang_up_stops_every_worker_gracefully_and_the_server_exits_0(
     assert {f"Finished server process [{pid}]" for pid in workers} <= set(
         line.removeprefix("INFO:     ") for line in logged.splitlines()
     ), logged[-2000:]
+
+
+@pytest.mark.parametrize("workers", [1, WORKERS])
+def test_an_app_that_cannot_start_ends_the_server_with_exit_3_in_one_line_not_in_a_restart_loop(
+    tmp_path: Path, workers: int
+) -> None:
+    """The app factory raises (here the data folder's ``snapshots`` is a file, not a folder):
+    before, each worker died with a traceback and was started again, without end."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "snapshots").write_text("not a folder\n", encoding="utf-8")
+    command = [sys.executable, "-m", "pipelines.cli", "serve", "--host", "127.0.0.1"]
+    try:
+        ended = subprocess.run(
+            [*command, "--port", "0", "--workers", str(workers)],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=REFUSED_WITHIN_S,
+            env={**os.environ, "DUCTWORK_HOME": str(home)},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"still running after {REFUSED_WITHIN_S} s: {exc.stderr!r}") from exc
+    assert ended.returncode == 3, ended.stderr[-2000:]
+    assert "the app could not start: NotADirectoryError" in ended.stderr
+    assert "Traceback" not in ended.stderr, ended.stderr[-2000:]
