@@ -16,6 +16,7 @@ from pydantic import Field, PrivateAttr
 from assets.warehouse_admission import hold_warehouse, note_stop_signal
 from ductwork import file_modes
 from ductwork.contract.encoding import object_url
+from ductwork.heap import keep_heap_compact
 from ductwork.settings import HomeSettings, ImageSettings, S3Settings, UpstreamTuning, load
 from ductwork.upstream.client import RetryRules, UpstreamClient
 from ductwork.upstream.image_policy import ImagePolicy
@@ -72,6 +73,8 @@ class Warehouse(DuckDBResource):
     _held: ExitStack | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # Set up in every run's process, whichever started it, before the steps allocate.
+        keep_heap_compact()
         # DuckDB creates the file but not its folder. The folder (the data folder) is brought
         # to the file-mode rule as every run starts, so that a folder left readable is
         # tightened wherever runs start, the daemon's included.

@@ -123,7 +123,7 @@ def test_lead_details_are_drained_in_the_order_their_leads_were_queued_not_by_id
         _store_leads(con, second_page, None)
         con.execute("DELETE FROM lead_detail_queue WHERE id = 'L5'")
         _store_leads(con, [lead("L3", june)], None)
-        order = DETAILS.queued(con)
+        order = DETAILS.queued(con).to_pylist()
 
     assert order[0] == "L9"
     assert set(order[1:3]) == {"L1", "L7"}  # one page: its order within is the database's

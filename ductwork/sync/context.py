@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -164,7 +164,7 @@ def in_worker_thread(work: Callable[[T], None], argument: T) -> asyncio.Future[N
 
 
 async def fetch_and_store(
-    batches: list[list[Any]],
+    batches: Iterable[list[Any]],
     fetch_batch: Callable[[list[Any]], Awaitable[T]],
     store_batch: Callable[[T], None],
 ) -> None:

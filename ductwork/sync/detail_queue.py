@@ -93,12 +93,16 @@ class DetailQueue:
     def statement(self, name: str) -> str:
         return stream_section(self.sql, name)
 
-    def queued(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+    def queued(self, con: duckdb.DuckDBPyConnection) -> pa.ChunkedArray:
         """The ids in the queue, in the order they were queued: the order in which their
         records' history versions were written, so each batch completes versions lying side by
         side (drained in id order, every batch touched every part of the history and each
-        checkpoint wrote all of it back: the step grew with the square of the records)."""
-        return [row[0] for row in con.execute(self.statement("queued")).fetchall()]
+        checkpoint wrote all of it back: the step grew with the square of the records).
+
+        One Arrow column, held for the whole step: as Python strings in a list, the ids of a
+        first sync took several times the memory."""
+        pyarrow_without_pandas()
+        return con.sql(self.statement("queued")).to_arrow_table().column(0)
 
     def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
         con = context.con
@@ -108,7 +112,7 @@ class DetailQueue:
 
         async def drain(client: UpstreamClient) -> int:
             await fetch_and_store(
-                [queued[i : i + BATCH] for i in range(0, len(queued), BATCH)],
+                (queued.slice(i, BATCH).to_pylist() for i in range(0, len(queued), BATCH)),
                 lambda ids: self.fetch_rows(client, ids, drift),
                 lambda rows: with_memory_headroom(
                     con, lambda: self.write(con, rows), what=f"{step.asset}: a batch"
