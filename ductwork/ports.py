@@ -22,7 +22,7 @@ def reusable_socket(host: str) -> socket.socket:
     return sock
 
 
-def claim_free_port(host: str, port: int) -> int:
+def bindable_port(host: str, port: int) -> int:
     """The port a server may bind on ``host`` (``port`` itself, or a free one the kernel picks
     for 0), found by binding it and letting it go at once. ``PortTaken`` when something holds
     it; any other bind error (an address this host does not have) as itself."""
@@ -39,7 +39,7 @@ def claim_free_port(host: str, port: int) -> int:
 def in_use(host: str, port: int) -> bool:
     """Whether a server could not bind ``host:port`` (taken, or not an address of this host)."""
     try:
-        claim_free_port(host, port)
+        bindable_port(host, port)
     except OSError:
         return True
     return False

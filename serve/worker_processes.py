@@ -69,7 +69,7 @@ def _hold_port(host: str, port: int) -> socket.socket:
     Any process of the same user may join a port bound with ``SO_REUSEPORT``, so a second
     server started on a port already served would silently take half its connections. A plain
     bind first refuses a port another process listens on (``PortTaken``)."""
-    port = ports.claim_free_port(host, port)
+    port = ports.bindable_port(host, port)
     holder = ports.reusable_socket(host)
     try:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -112,6 +112,7 @@ def run_server(config: uvicorn.Config, sockets: list[socket.socket] | None = Non
         if server.started:
             raise
         logger.error("[%d] the app could not start: %s: %s", os.getpid(), type(exc).__name__, exc)
+        logger.debug("where the app's start failed", exc_info=True)  # DUCTWORK_LOG_LEVEL=debug
     return 0 if server.started else STARTUP_FAILURE
 
 
