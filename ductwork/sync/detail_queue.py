@@ -93,16 +93,20 @@ class DetailQueue:
     def statement(self, name: str) -> str:
         return stream_section(self.sql, name)
 
-    def queued(self, con: duckdb.DuckDBPyConnection) -> pa.ChunkedArray:
+    def queued(self, con: duckdb.DuckDBPyConnection) -> pa.ChunkedArray | list[str]:
         """The ids in the queue, in the order they were queued: the order in which their
         records' history versions were written, so each batch completes versions lying side by
         side (drained in id order, every batch touched every part of the history and each
         checkpoint wrote all of it back: the step grew with the square of the records).
 
         One Arrow column, held for the whole step: as Python strings in a list, the ids of a
-        first sync took several times the memory."""
+        first sync took several times the memory. An empty queue is an empty list, so a run
+        with nothing new does not load pyarrow."""
+        queued = con.sql(self.statement("queued"))
+        if not queued.limit(1).fetchall():
+            return []
         pyarrow_without_pandas()
-        return con.sql(self.statement("queued")).to_arrow_table().column(0)
+        return queued.to_arrow_table().column(0)
 
     def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
         con = context.con
@@ -112,7 +116,7 @@ class DetailQueue:
 
         async def drain(client: UpstreamClient) -> int:
             await fetch_and_store(
-                (queued.slice(i, BATCH).to_pylist() for i in range(0, len(queued), BATCH)),
+                _batches(queued, BATCH),
                 lambda ids: self.fetch_rows(client, ids, drift),
                 lambda rows: with_memory_headroom(
                     con, lambda: self.write(con, rows), what=f"{step.asset}: a batch"
@@ -192,3 +196,10 @@ class DetailQueue:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+
+def _batches(ids: pa.ChunkedArray | list[str], size: int) -> Iterator[list[str]]:
+    """The ids ``size`` at a time, each batch as Python strings only when it is reached."""
+    for start in range(0, len(ids), size):
+        batch = ids[start : start + size]
+        yield batch if isinstance(batch, list) else batch.to_pylist()
