@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -192,22 +191,12 @@ class ObjectStore(dg.ConfigurableResource):
         default=S3Settings.model_fields["s3_region"].default, description="DUCTWORK_S3_REGION."
     )
 
-    _building: Future[Any] | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # Building an S3 client loads S3's service model, a noticeable part of a run that has
-        # nothing new to sync. Begun in a thread as the run's resources come up, it overlaps
-        # the steps before the first one that needs it, which mostly wait on the network.
-        builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-client")
-        self._building = builder.submit(self._new_api_client)
-        builder.shutdown(wait=False)
-
     def api_client(self) -> Any:
-        """A botocore S3 client for the API's own operations (list, head, put): in a run, the
-        one built for it when the run began (botocore's clients are safe to share between
-        threads)."""
-        if self._building is not None:
-            return self._building.result()
+        """A botocore S3 client for the API's own operations (list, head, put), built when a
+        step asks for it and gone with the step: S3's service model weighs some 15 MiB in a
+        client, which a run's larger steps after the bucket's need not carry (built as the
+        run began, in a thread, the medium full sync peaked 15 MiB higher and a run with
+        nothing new took no less time)."""
         return self._new_api_client()
 
     def client(self) -> Any:
