@@ -155,6 +155,42 @@ def answer_bytes(runs: Sequence[Mapping[str, Any]]) -> float | None:
     return statistics.median(sizes) if sizes else None
 
 
+def cpu_per_answer_runs(runs: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Each run's server CPU per answer in microseconds (``server_cpu_s`` over wrk's requests),
+    for the runs that measured the server's CPU."""
+    return [
+        r["server_cpu_s"] / r["requests"] * 1e6
+        for r in runs
+        if r.get("server_cpu_s") is not None and r.get("requests")
+    ]
+
+
+def cpu_per_answer_us(runs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The median of the runs' server CPU per answer in microseconds; None when the runs did
+    not measure the server's CPU."""
+    spent = cpu_per_answer_runs(runs)
+    return statistics.median(spent) if spent else None
+
+
+def _cpu_per_answer_lines(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """The line saying what an answer costs each server in CPU (none when not measured)."""
+    ours, ceiling = (cpu_per_answer_us(results[server]) for server in ("ductwork", "ceiling"))
+    if ours is None or ceiling is None:
+        return []
+    runs = {
+        server: ", ".join(f"{us:.1f}" for us in cpu_per_answer_runs(results[server]))
+        for server in ("ductwork", "ceiling")
+    }
+    return [
+        f"Server CPU per answer (user + system of the server's processes during each run, over "
+        f"the requests answered): ductwork {ours:.1f} µs (runs: {runs['ductwork']}), ceiling "
+        f"{ceiling:.1f} µs (runs: {runs['ceiling']}), medians; ductwork / ceiling = "
+        f"**{ours / ceiling:.2f}** (a row, no target). Unlike requests/s, it leaves out how the "
+        "two cores happened to be shared with `wrk`: what an answer costs each server.",
+        "",
+    ]
+
+
 def lost_requests(run: Mapping[str, Any]) -> int:
     """The requests of a load run that got no answer."""
     return int(run.get("socket_errors", 0)) + int(run.get("unanswered", 0))
@@ -559,6 +595,7 @@ class Report:
                     "more headers), or its answers are not the ones the ceiling copies.",
                     "",
                 ]
+            self.body += _cpu_per_answer_lines(results)
             value = f"{share:.0%}" if held else f"{share:.0%}, answers not as the mix asks"
             word = self.verdict(
                 f"serving: {name} / ceiling", value, f"≥ {target:.0%}", held and share >= target

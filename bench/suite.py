@@ -47,9 +47,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -633,8 +634,10 @@ class Suite:
             ceiling_file.write_text("\n".join(mix.ceiling) + "\n", encoding="utf-8")
             results: dict[str, list[dict[str, float]]] = {"ductwork": [], "ceiling": []}
             for _ in range(self.options.runs):
-                results["ductwork"].append(self.wrk(ours_url, ours_file, key))
-                results["ceiling"].append(self.wrk(ceiling_url, ceiling_file, None))
+                ours_run = partial(self.wrk, ours_url, ours_file, key)
+                results["ductwork"].append(with_server_cpu(ours.pid, ours_run))
+                ceiling_run = partial(self.wrk, ceiling_url, ceiling_file, None)
+                results["ceiling"].append(with_server_cpu(ceiling.pid, ceiling_run))
             self.found.serving[mix.name] = results
             self.found.serving_setup.setdefault("mixes", {})[mix.name] = mix.describe
             expected = self.found.serving_setup.setdefault("expected", {})
@@ -714,6 +717,21 @@ class Suite:
         if result["socket_errors"]:
             self.found.notes.append(f"wrk on {url}: {result['socket_errors']} socket errors")
         return result
+
+
+def with_server_cpu(pid: int, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A load run's result, with ``server_cpu_s``: the CPU time (user + system) the server
+    ``pid`` and its descendants (its workers) spent during it. A process that ended meanwhile
+    is left out of the sum."""
+    pids = process_tree(pid)
+    before = {p: process_cpu_s(p) for p in pids}
+    result = run()
+    spent = 0.0
+    for p, start in before.items():
+        end = process_cpu_s(p)
+        if start is not None and end is not None:
+            spent += end - start
+    return {**result, "server_cpu_s": spent}
 
 
 def create_key(home: Path) -> str:
@@ -881,7 +899,12 @@ def serving_only(options: argparse.Namespace) -> int:
 
 def print_serving_verdicts(found: Findings) -> None:
     """Each serving figure with its target, met or missed (the ceiling's paced runs have none)."""
-    from bench.results import PACED_P99_RATIO_TARGET, paced_p99_ratio, serving_share_target
+    from bench.results import (
+        PACED_P99_RATIO_TARGET,
+        cpu_per_answer_us,
+        paced_p99_ratio,
+        serving_share_target,
+    )
 
     for name, results in found.serving.items():
         ours, ceiling = (statistics.median(r["rps"] for r in results[s])
@@ -890,6 +913,10 @@ def print_serving_verdicts(found: Findings) -> None:
         word = "met" if ours / ceiling >= target else "missed"
         print(f"[serve] {name}: ductwork / ceiling = {ours / ceiling:.0%} "
               f"(target ≥ {target:.0%}: {word})", flush=True)  # fmt: skip
+        ours_cpu, ceiling_cpu = (cpu_per_answer_us(results[s]) for s in ("ductwork", "ceiling"))
+        if ours_cpu is not None and ceiling_cpu is not None:
+            print(f"[serve] {name}: server CPU per answer, ductwork {ours_cpu:.1f} µs, ceiling "
+                  f"{ceiling_cpu:.1f} µs (no target)", flush=True)  # fmt: skip
     for way, runs in found.paced.items():
         p99 = statistics.median(r["p99_ms"] for r in runs)
         print(f"[serve] paced ({way}): p99 {p99:.1f} ms", flush=True)
