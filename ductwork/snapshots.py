@@ -54,7 +54,7 @@ from ductwork.warehouse_stamp import (
     unchanged_since_stamp,
     write_ahead_log,
 )
-from warehouse_sql import fill, quote_identifier, read_sql, section
+from warehouse_sql import fill, quote_identifier, read_sql, section, stream_section
 
 POINTER = "CURRENT"
 PREFIX = "snapshot-"
@@ -198,6 +198,7 @@ def _release_digest() -> str:
         + read_sql("snapshot_info_comments")
         + read_sql("history")
         + "".join(as_of_macro(stream.sql) for stream in STREAMS)
+        + "".join(stream_section(stream.sql, "changed_keys") for stream in STREAMS)
         + schema_sql()
         + repr([(table.name, table.key) for table in kept_tables()])
         + duckdb.__version__
@@ -290,6 +291,8 @@ def publish(
             erase=erase,
             # An erasure may delete current rows: their hashes are then taken anew.
             hashed=hashed if erase is None else (),
+            # The feed's recorded state is then the current snapshot's, made by this release.
+            follow_changes=erase is None and same_release(live_fingerprint, fingerprint),
         )
         try:
             # The current snapshot's catalog, when this release published it, is what a

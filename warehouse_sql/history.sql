@@ -111,6 +111,21 @@ FULL JOIN (SELECT key, record_hash FROM history.feed_state WHERE stream = $strea
 WHERE n.record_hash IS DISTINCT FROM s.record_hash
 ORDER BY coalesce(n.key, s.key);
 
+-- name: feed_now_of_keys
+-- As `feed_now`, for the keys of the temp table `feed_keys` only (a stream's `changed_keys`,
+-- those whose record may have changed): `feed_now` holds just their records, and the state of
+-- every other key is the one recorded.
+INSERT INTO history.feed_log
+SELECT $stream, $seq, coalesce(n.key, s.key), n.key IS NULL
+FROM feed_now AS n
+FULL JOIN (
+    SELECT key, record_hash FROM history.feed_state
+    WHERE stream = $stream AND key IN (SELECT key FROM feed_keys)
+) AS s
+    ON s.key = n.key
+WHERE n.record_hash IS DISTINCT FROM s.record_hash
+ORDER BY coalesce(n.key, s.key);
+
 -- name: feed_state_forget
 -- The recorded state follows the log: keys changed or gone are removed...
 DELETE FROM history.feed_state

@@ -17,6 +17,12 @@ A table whose content is the current snapshot's (the publish knows it from the t
 fingerprints) has no row that changed or went, and a stream whose feed reads only such tables
 no record that did: both are passed over, so a publish compares only the tables that changed
 (each of them whole), not all the mirror holds.
+
+Likewise a stream whose SQL declares ``changed_keys`` (the keys whose record may differ from the
+last publish's, read from the keys of its tables' rows that changed or went, ``changed_name``)
+has only those keys' records compared with its recorded state, when the publish follows the
+change (``follow_changes``: same release as the current snapshot, no erasure); the others' records
+are the ones recorded, since none of their rows changed.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ SINCE_SUFFIX = "__since"
 # The name of the temp table of a table's current rows' hashes, after its own
 # (``hash_current_rows``).
 NOW_HASHES_SUFFIX = "__now_hashes"
+# The name of the temp table of the keys of a table's rows that changed or went at this publish,
+# after its own (``changed_name``).
+CHANGED_SUFFIX = "__changed"
 # Shared tables of the history schema (the rest are one pair per stream table).
 SHARED = ("publishes", "mirror", "feed_state", "feed_log", "horizons")
 
@@ -71,6 +80,12 @@ def since_name(table: str) -> str:
     return f"history.{quote_identifier(table + SINCE_SUFFIX)}"
 
 
+def changed_name(table: str) -> str:
+    """The temp table of the keys of ``table``'s rows that changed or went at the publish being
+    recorded (a table with a key only): what a stream's ``changed_keys`` section reads."""
+    return quote_identifier(table + CHANGED_SUFFIX)
+
+
 def kept_tables() -> list[Table]:
     """Every table a stream writes, each once: the tables whose rows are versioned."""
     found: dict[str, Table] = {}
@@ -90,6 +105,7 @@ def record_publish(
     stream_keep: Mapping[str, timedelta] | None = None,
     erase: Erase | None = None,
     hashed: Collection[str] = (),
+    follow_changes: bool = False,
 ) -> Recorded:
     """Record a publish of ``version`` (the warehouse as ``con`` holds it) against ``live``,
     the current snapshot's file (None before the first publish), in one transaction.
@@ -100,6 +116,8 @@ def record_publish(
     ``erase``, when given, runs in the transaction before any row is compared (see ``Erase``).
     ``hashed`` names the tables whose current rows ``hash_current_rows`` hashed since they were
     last written: their rows are compared by those hashes, not hashed again.
+    ``follow_changes``: the stream's recorded state is the current snapshot's, of this release
+    (see the module's docstring): a stream declaring ``changed_keys`` has only those compared.
     """
     if live is not None:
         con.execute(f"ATTACH ? AS {PREVIOUS} (READ_ONLY)", [str(live)])
@@ -124,6 +142,8 @@ def record_publish(
                 if table.name not in unchanged or not known:
                     in_live, rehash = table.name in previous, table.name not in hashed
                     _version_rows(con, table, table_columns, seq, in_live, rehash)
+                elif table.key:
+                    _no_changed_keys(con, table)
                 con.execute(table_macro(table, table_columns))
             con.execute(section("history", "macros"))
             changes = 0
@@ -131,7 +151,7 @@ def record_publish(
                 con.execute(as_of_macro(stream.sql))
                 read = feed_tables(stream.sql)
                 if not read or not read <= set(unchanged):
-                    changes += _log_feed(con, stream.name, stream.sql, seq)
+                    changes += _log_feed(con, stream.name, stream.sql, seq, follow_changes)
             con.execute(section("history", "record_publish"), [seq, version, published_at])
             oldest = _prune(con, published_at - keep)
             _prune_streams(con, published_at, oldest, stream_keep or {})
@@ -334,6 +354,20 @@ def _compare_by_key(con: duckdb.DuckDBPyConnection, table: Table, current: str) 
         f"CREATE OR REPLACE TEMP TABLE arrived_rows AS SELECT {selected}now_hash AS row_hash "
         "FROM row_changes WHERE now_hash IS NOT NULL"
     )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {changed_name(table.name)} AS "
+        f"SELECT {selected.removesuffix(', ')} FROM row_changes"
+    )
+
+
+def _no_changed_keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
+    """``table``'s changed keys when its rows are not compared (its content is the current
+    snapshot's): none."""
+    keys = ", ".join(quote_identifier(k) for k in table.key)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {changed_name(table.name)} AS "
+        f"SELECT {keys} FROM main.{quote_identifier(table.name)} LIMIT 0"
+    )
 
 
 def _compare_by_hash(con: duckdb.DuckDBPyConnection, table: Table, current: str) -> None:
@@ -435,19 +469,45 @@ def _main_tables(con: duckdb.DuckDBPyConnection, database: str) -> set[str]:
     return {row[0] for row in rows}
 
 
-def _log_feed(con: duckdb.DuckDBPyConnection, stream: str, stream_sql: str, seq: int) -> int:
-    """Log the keys of ``stream`` whose record changed or went; returns how many."""
-    macro = quote_identifier(f"{stream_sql}_as_of")
+def _log_feed(
+    con: duckdb.DuckDBPyConnection, stream: str, stream_sql: str, seq: int, follow: bool
+) -> int:
+    """Log the keys of ``stream`` whose record changed or went; returns how many. ``follow``:
+    compare only the keys its ``changed_keys`` section gives, when it has one."""
+    changed = stream_section(stream_sql, "changed_keys") if follow else ""
+    if changed:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE feed_keys AS {changed}")
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE feed_now AS "
-        f"SELECT key, hash(record::VARCHAR) AS record_hash FROM {macro}(NULL)"
+        "CREATE OR REPLACE TEMP TABLE feed_now AS SELECT key, hash(record::VARCHAR) AS "
+        f"record_hash FROM ({_records_now(stream_sql, bool(changed))}\n) AS now(key, record)",
+        {"keys": _feed_keys(con)} if changed else {},
     )
     before = _logged(con, seq, stream)
-    con.execute(section("history", "feed_now"), {"stream": stream, "seq": seq})
+    compare = "feed_now_of_keys" if changed else "feed_now"
+    con.execute(section("history", compare), {"stream": stream, "seq": seq})
     logged = _logged(con, seq, stream) - before
     for step in ("feed_state_forget", "feed_state_add"):
         con.execute(section("history", step), {"stream": stream, "seq": seq})
     return logged
+
+
+def _records_now(stream_sql: str, of_keys: bool) -> str:
+    """A query of the stream's current records (``key``, ``record``): every one, or
+    (``of_keys``) those of the keys ``$keys``, read by its ``feed_records_now`` section when
+    it has one (its quicker way to the rows of a few keys)."""
+    macro = quote_identifier(f"{stream_sql}_as_of")
+    if not of_keys:
+        return f"SELECT key, record FROM {macro}(NULL)"
+    quicker = stream_section(stream_sql, "feed_records_now").strip().removesuffix(";")
+    if quicker:
+        return quicker
+    return f"SELECT key, record FROM {macro}(NULL) WHERE key IN (SELECT unnest($keys))"
+
+
+def _feed_keys(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The keys of the temp table ``feed_keys``."""
+    found = con.execute("SELECT coalesce(list(key), []) FROM feed_keys").fetchall()
+    return found[0][0]
 
 
 def _logged(con: duckdb.DuckDBPyConnection, seq: int, stream: str) -> int:

@@ -246,6 +246,11 @@ SELECT count(*) FROM digital_assets WHERE deleted_at IS NULL;
 CREATE OR REPLACE MACRO digital_assets_as_of(v) AS TABLE
 SELECT asset_id AS key, record FROM digital_assets_at(v) WHERE deleted_at IS NULL;
 
+-- name: changed_keys
+-- The keys whose record may differ from the last publish's: those of the rows of
+-- `digital_assets` that changed or went (every record of the stream is one of its rows).
+SELECT asset_id AS key FROM digital_assets__changed;
+
 -- name: feed_records_now
 -- The changes feed's records of the keys `$keys` in a snapshot's own publish: those that
 -- `digital_assets_as_of(NULL)` gives. Their rows are found first, so only their records are

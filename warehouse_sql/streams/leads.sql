@@ -483,6 +483,11 @@ SELECT record FROM lead_details WHERE id = ? AND found;
 CREATE OR REPLACE MACRO leads_as_of(v) AS TABLE
 SELECT id AS key, record FROM lead_details_at(v) WHERE found;
 
+-- name: changed_keys
+-- The keys whose record may differ from the last publish's: those of the rows of
+-- `lead_details` that changed or went (every record of the stream is one of its rows).
+SELECT id AS key FROM lead_details__changed;
+
 -- name: feed_records_now
 -- The changes feed's records of the keys `$keys` in a snapshot's own publish, as
 -- `leads_as_of(NULL)` gives them, found by row first (as the digital assets' are).
