@@ -20,6 +20,7 @@ import pytest
 
 from ductwork import snapshots
 from ductwork.history import recording
+from ductwork.streams.model import Stream
 from ductwork.streams.registry import DIGITAL_ASSETS, LEADS
 from ductwork.warehouse.schema import schema_sql
 from warehouse_sql import stream_section
@@ -103,7 +104,9 @@ def recorded(warehouse: Path, live: Path, follow: bool) -> tuple[list[tuple], li
 
 
 @pytest.mark.parametrize("stream", [LEADS, DIGITAL_ASSETS], ids=lambda s: s.name)
-def test_a_stream_that_follows_the_change_declares_which_keys_it_compares(stream) -> None:
+def test_a_stream_that_follows_the_change_declares_which_keys_it_compares(
+    stream: Stream,
+) -> None:
     assert stream_section(stream.sql, "changed_keys"), stream.name
 
 
