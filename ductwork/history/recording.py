@@ -501,7 +501,7 @@ def _records_now(stream_sql: str, of_keys: bool) -> str:
     quicker = stream_section(stream_sql, "feed_records_now").strip().removesuffix(";")
     if quicker:
         return quicker
-    return f"SELECT key, record FROM {macro}(NULL) WHERE key IN (SELECT unnest($keys))"
+    return f"SELECT key, record FROM {macro}(NULL) WHERE key IN (SELECT unnest($keys::VARCHAR[]))"
 
 
 def _feed_keys(con: duckdb.DuckDBPyConnection) -> list[str]:
