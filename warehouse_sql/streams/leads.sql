@@ -325,7 +325,13 @@ JOIN (
                          AND getvariable('lead_batch').latest
        OR created_at IS NULL
 ) AS l ON l.id = i.id
-LEFT JOIN lead_details AS d ON d.id = l.id
+-- The batch's details found by row first: joined whole, `lead_details` was read record and all
+-- for every batch (a hash join filters after its scan), so a sync's writes grew with the
+-- square of its leads (at 500,000 leads, a batch read 376 MB of details to use 7.5).
+LEFT JOIN (
+    SELECT * FROM lead_details
+    WHERE rowid IN (SELECT rowid FROM lead_details WHERE id IN (SELECT id FROM incoming_rows))
+) AS d ON d.id = l.id
 LEFT JOIN lead_history AS h ON h.id = l.id AND h.is_current
 LEFT JOIN (
     SELECT id, max(valid_to) AS ended FROM lead_history
