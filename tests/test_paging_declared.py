@@ -210,6 +210,29 @@ def test_both_updated_after_walks_page_a_list_by_the_members_and_parameter_its_p
     assert sink.cursors[-1] == report.last
 
 
+def test_updated_after_walks_that_need_no_ids_keep_none_and_say_so_when_asked(
+    upstream: tuple[str, Upstream],
+) -> None:
+    url, _ = upstream
+    sink = Pages()
+    report, _ = _run(
+        url,
+        lambda client: page_walk(
+            client, PART_PAGING, PageWalkProgress(None), sink.take_listed, keep_ids=False
+        ),
+    )
+    # The walk is the same (every page, every record, its last key); only the ids are not held.
+    assert sink.ids("partId") == [r["partId"] for r in PART_RECORDS]
+    assert report.records == 90 and report.totals == {90} and report.ids is None
+    assert report.last == ("2026-04-01T09:22:00.000Z", "P0089")
+    with pytest.raises(ValueError, match="did not keep the ids"):
+        _ = report.consistent
+    keyset, _ = _run(
+        url, lambda client: keyset_walk(client, PART_PAGING, None, Pages().take, keep_ids=False)
+    )
+    assert keyset.records == 90 and keyset.ids is None and keyset.last == report.last
+
+
 def test_the_readme_shows_the_paging_the_leads_and_the_digital_assets_declare() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("#### A list that pages", 1)[1]

@@ -202,6 +202,11 @@ class PendingPages(Generic[T]):
         self._writing: asyncio.Future[None] | None = None
         self.committed = False  # whether any pages have been handed to ``store`` yet
 
+    @property
+    def pages(self) -> list[T]:
+        """The pages held, not yet handed to ``store``."""
+        return list(self._pages)
+
     async def __aenter__(self) -> PendingPages[T]:
         return self
 

@@ -32,6 +32,7 @@ from ductwork.upstream.updated_after_walk import (
     PageWalkProgress,
     WalkReport,
     keyset_walk,
+    listing_consistent,
     page_walk,
 )
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
@@ -139,7 +140,8 @@ class Walker:
     ) -> tuple[WalkReport, str, int]:
         """Page walk first (resumed at the next page when ``resume`` and an earlier run from
         the same start was cut short); if changes disturbed it, a keyset walk from the same
-        start. Every record read is counted in ``drift``.
+        start. Every record read is counted in ``drift``. Only a reconciliation (``resume``
+        false) keeps every id listed, in the report, to mark deleted the records it lacks.
 
         Returns the walk's report, which walk finished, and the page the walk resumed after.
         """
@@ -155,12 +157,15 @@ class Walker:
 
         # Pages read before a failure are committed too: a rerun resumes after them.
         async with PendingPages(self.upsert_pages, RECORDS_PER_COMMIT) as held:
-            report = await page_walk(client, self.paging, progress, page_sink)
+            report = await page_walk(client, self.paging, progress, page_sink, keep_ids=not resume)
             if (
                 resumed_after == 0
                 and not held.committed
                 and not report.records
-                and report.consistent
+                # Nothing committed: every page the walk listed is still held.
+                and listing_consistent(
+                    report.totals, len({i for page in held.pages for i in page.listed})
+                )
             ):
                 # Nothing after the resume point, and this run saw the whole walk: its progress
                 # would be written only to be cleared again. A run that writes nothing leaves
@@ -178,7 +183,7 @@ class Walker:
             drift.count(records)
             await asyncio.to_thread(self.upsert, records, resume_at)
 
-        repair = await keyset_walk(client, self.paging, start, sink)
+        repair = await keyset_walk(client, self.paging, start, sink, keep_ids=not resume)
         repair.pages += report.pages
         return repair, "keyset", resumed_after
 
@@ -304,11 +309,13 @@ class Walker:
         if len(progress.totals) > 1:
             return False
         listed = self.con.execute(self.statement("walk_ids_distinct")).fetchall()[0][0]
-        return listed == next(iter(progress.totals), 0)
+        return listing_consistent(progress.totals, listed)
 
-    def mark_deleted(self, listed: set[str]) -> int:
+    def mark_deleted(self, listed: set[str] | None) -> int:
         """Mark live records a complete listing no longer contains deleted and close their
         current history versions, in one transaction; returns how many."""
+        if listed is None:  # a walk that kept no ids would have every record marked
+            raise ValueError("a listing that kept no ids cannot tell which records went")
         pa = pyarrow_without_pandas()
         ids = pa.table({"listed_id": pa.array(sorted(listed), pa.string())})
         con = self.con
