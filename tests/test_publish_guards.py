@@ -1,7 +1,5 @@
-"""The checks that guard a publish: a table emptied since the last publish blocks it, a key no
-primary key enforces is counted, a snapshot whose numbered rows moved or whose lead details
-repeat an id is refused, and a snapshot's index is built under a raised memory limit when it
-needs one."""
+"""The checks that guard a publish: a table emptied since the last publish blocks it, and a
+snapshot whose numbered rows moved is refused."""
 
 from __future__ import annotations
 
@@ -21,8 +19,6 @@ from ductwork import snapshots
 from ductwork.settings import HomeSettings
 from ductwork.streams.model import Table
 from ductwork.streams.registry import MANUALS
-from ductwork.warehouse.memory_headroom import memory_limit_bytes
-from ductwork.warehouse.schema import add_snapshot_indexes, snapshot_index_sql
 from tests.conftest import home_with_published_snapshot
 from warehouse_sql import stream_section
 
@@ -162,22 +158,3 @@ def test_a_snapshot_looks_lead_details_up_by_index_and_refuses_a_repeated_lead_i
         with pytest.raises(duckdb.ConstraintException):
             snapshots.publish(con, home.snapshots_dir)
     assert snapshots.current(home.snapshots_dir).path == published.snapshot.path
-
-
-def test_a_snapshot_index_that_outgrows_the_memory_limit_is_built_under_a_raised_one() -> None:
-    """A unit test on an in-memory database: building an index holds all of it in DuckDB's
-    memory, so the publish builds each on its own and raises the limit when one needs more."""
-    con = duckdb.connect()
-    con.execute(stream_section("leads", "tables"))
-    con.execute(
-        "INSERT INTO lead_details (id, found, synced_at) "
-        "SELECT 'L' || lpad(i::VARCHAR, 17, '0'), true, now() FROM range(50000) AS t(i)"
-    )
-    con.execute("SET threads = 1")
-    con.execute("SET memory_limit = '2MB'")
-    with pytest.raises(duckdb.OutOfMemoryException):  # what the publish meets at scale
-        con.execute(snapshot_index_sql()[0])
-    add_snapshot_indexes(con)
-    indexes = con.execute("SELECT index_name, is_unique FROM duckdb_indexes()").fetchall()
-    assert indexes == [("lead_details_by_id", True)]
-    assert memory_limit_bytes(con) > 2 * 1000**2

@@ -18,7 +18,6 @@ from ductwork.history.feed import Publish
 from ductwork.history.recording import kept_tables
 from ductwork.snapshot_guard import lock_down, unlocked_connection
 from ductwork.streams.registry import STREAMS
-from ductwork.warehouse.schema import add_snapshot_indexes
 from warehouse_sql import quote_identifier, read_sql, stream_section
 
 # What ``ductwork.snapshots.new_version`` makes: UTC time to the microsecond, a random tail.
@@ -92,7 +91,6 @@ def rebuild(snapshot: Path, publish: Publish, out: Path) -> None:
             serving = stream_section(stream.sql, "serving")
             if serving:
                 con.execute(serving)
-        add_snapshot_indexes(con)
         con.execute(read_sql("snapshot_info"), [publish.version, "rebuilt from history"])
         con.execute("CHECKPOINT past")
     except BaseException:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import duckdb
 
-from ductwork.warehouse.memory_headroom import with_memory_headroom
 from warehouse_sql import SHARED_FILES, read_sql, section, stream_section
 
 
@@ -36,21 +35,6 @@ def snapshot_sql() -> str:
     parts += [stream_section(name, "comments") for name in streams]
     parts += [stream_section(name, "views") for name in streams]
     return "\n".join(part for part in parts if part)
-
-
-def snapshot_index_sql() -> list[str]:
-    """Each index a published snapshot gets (every stream's ``serving_indexes``), one
-    statement each, built after the rest of the snapshot."""
-    statements = []
-    for name in _stream_files():
-        for statement in stream_section(name, "serving_indexes").split(";"):
-            if statement.strip() and not _only_comments(statement):
-                statements.append(statement.strip())
-    return statements
-
-
-def _only_comments(statement: str) -> bool:
-    return all(not line.strip() or line.strip().startswith("--") for line in statement.splitlines())
 
 
 def comment_sql() -> list[str]:
@@ -88,13 +72,3 @@ def add_snapshot_extras(con: duckdb.DuckDBPyConnection, version: str, fingerprin
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    add_snapshot_indexes(con)
-
-
-def add_snapshot_indexes(con: duckdb.DuckDBPyConnection) -> None:
-    """Each index of ``snapshot_index_sql`` in the database in use, on its own: one that runs
-    out of DuckDB's memory is built again under a raised limit (``with_memory_headroom``)."""
-    for statement in snapshot_index_sql():
-        with_memory_headroom(
-            con, lambda statement=statement: con.execute(statement), what="a snapshot's index"
-        )
