@@ -8,9 +8,8 @@ as received (ids and bytes, one Arrow table of two columns) and lets DuckDB pars
 upsert them in one statement, with the drift judged once per distinct record structure.
 
 Both run here on the same bodies (the sandbox's own, at ``--scale``), batch by batch, into
-``lead_details`` as the warehouse's DDL creates it (keyed by id here: the probe's upserts replace
-by key), each on a fresh in-memory database: the history and the detail queue's statements, the
-same in both designs, are left out. Reported:
+``lead_details`` as the warehouse's DDL creates it, each on a fresh in-memory database: the
+history and the detail queue's statements, the same in both designs, are left out. Reported:
 CPU seconds of each (``time.process_time``, this process's threads included; best of
 ``--repeats``), their ratio, and whether the landed design stored the same rows (the typed
 columns exactly; the record as JSON values). Then what the write alone costs, per record: the
@@ -59,25 +58,9 @@ def sandbox_bodies(scale: str) -> list[tuple[str, bytes]]:
     return bodies
 
 
-_DETAILS_TABLE = "CREATE TABLE IF NOT EXISTS lead_details"
-_UNKEYED_ID = "VARCHAR NOT NULL"
-
-
-def _leads_ddl(keyed: bool) -> str:
-    """The leads' DDL, its ``lead_details`` keyed by ``id`` when ``keyed`` (the probe's upserts
-    replace by that key; the warehouse itself keeps none, see leads.sql)."""
-    before, marker, after = stream_section("leads", "tables").partition(_DETAILS_TABLE)
-    assert marker, "the leads' DDL no longer creates lead_details"
-    assert after.split(",", 1)[0].strip().endswith(_UNKEYED_ID), "lead_details.id changed"
-    if keyed:
-        after = after.replace(_UNKEYED_ID, "VARCHAR PRIMARY KEY", 1)
-    return before + marker + after
-
-
 def fresh_table() -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory database with the leads' tables, ``lead_details`` keyed by ``id``."""
     con = duckdb.connect()
-    con.execute(_leads_ddl(keyed=True))
+    con.execute(stream_section("leads", "tables"))
     return con
 
 
@@ -170,9 +153,13 @@ def inserted(con: duckdb.DuckDBPyConnection, bodies: Bodies) -> None:
 
 
 def without_key(con: duckdb.DuckDBPyConnection) -> None:
-    """``lead_details`` as the warehouse's DDL creates it: without a primary key."""
+    """``lead_details`` as the DDL creates it, less its primary key."""
     con.execute("DROP TABLE lead_details")
-    con.execute(_leads_ddl(keyed=False))
+    before, marker, after = stream_section("leads", "tables").partition(
+        "CREATE TABLE IF NOT EXISTS lead_details"
+    )
+    assert marker, "the leads' DDL no longer creates lead_details"
+    con.execute(before + marker + after.replace("VARCHAR PRIMARY KEY", "VARCHAR NOT NULL", 1))
     keys = con.execute(
         "SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'lead_details' "
         "AND constraint_type = 'PRIMARY KEY'"
