@@ -19,34 +19,24 @@ from ductwork import snapshots
 from ductwork.streams.model import Table, Warning
 from ductwork.streams.registry import STREAMS, all_steps
 from ductwork.upstream.timestamps import canonical_or_received
-from ductwork.warehouse.loading import count_rows, key_faults
+from ductwork.warehouse.loading import count_rows
 from warehouse_sql import stream_section
 
 
 def keys_unique_and_present(asset: dg.AssetKey, table: Table) -> AssetRule:
     """A blocking check: the rows of ``table`` are keyed by the columns the registry names
-    (DuckDB refuses NULL and duplicate keys itself when the table's primary key is exactly
-    those columns; a table keyed by one column without one has them counted), and the table is
-    not empty when the current published snapshot has rows there (a sync that emptied a table
-    is far likelier a fault than a real change, and must not reach the read API)."""
+    (DuckDB then refuses NULL and duplicate keys itself: the table's primary key must be
+    exactly those columns), and the table is not empty when the current published snapshot
+    has rows there (a sync that emptied a table is far likelier a fault than a real change,
+    and must not reach the read API)."""
     key = ", ".join(table.key)
 
     def verdict(inputs: CheckInputs) -> dg.AssetCheckResult:
         enforced = inputs.warehouse.primary_keys().get(table.name)
-        con = inputs.connection()
-        rows = count_rows(con, table)
-        metadata: dict[str, Any] = {"rows": rows}
-        if enforced == frozenset(table.key):
-            keyed = True
-            metadata["keys_enforced_by"] = f"PRIMARY KEY ({key})"
-        elif len(table.key) == 1:
-            nulls, repeated = key_faults(con, table)
-            keyed = nulls == repeated == 0
-            metadata["keys_enforced_by"] = f"this check (no primary key): counted ({key})"
-            metadata["null_keys"] = nulls
-            metadata["repeated_keys"] = repeated
-        else:
-            keyed = False
+        rows = count_rows(inputs.connection(), table)
+        metadata: dict[str, Any] = {"rows": rows, "keys_enforced_by": f"PRIMARY KEY ({key})"}
+        keyed = enforced == frozenset(table.key)
+        if not keyed:
             metadata["keys_enforced_by"] = "nothing: the table's primary key is not these columns"
         emptied = False
         if rows == 0:  # opening the published snapshot is slow: only an empty table asks

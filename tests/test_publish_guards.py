@@ -20,7 +20,6 @@ from ductwork.settings import HomeSettings
 from ductwork.streams.model import Table
 from ductwork.streams.registry import MANUALS
 from tests.conftest import home_with_published_snapshot
-from warehouse_sql import stream_section
 
 
 def run_manuals_check(home: Path) -> dg.AssetCheckResult:
@@ -64,7 +63,7 @@ def test_a_full_table_passes_and_a_first_sync_is_never_blocked_by_emptiness(
     assert run_manuals_check(full).passed
 
 
-def test_a_key_duckdb_enforces_is_trusted_and_an_unenforced_one_fails_on_a_null_or_repeat(
+def test_a_key_duckdb_enforces_is_trusted_and_a_table_not_keyed_so_fails_its_check(
     synced_home: Path, tmp_path: Path
 ) -> None:
     trusted = run_manuals_check(synced_home)
@@ -78,26 +77,16 @@ def test_a_key_duckdb_enforces_is_trusted_and_an_unenforced_one_fails_on_a_null_
     warehouse = tmp_path / "warehouse.duckdb"
     with duckdb.connect(str(warehouse)) as con:
         con.execute("CREATE TABLE loose (k VARCHAR)")  # no key constraint
-        con.execute("INSERT INTO loose VALUES ('a'), ('b'), ('c')")
-
-    def loose_check() -> dg.AssetCheckResult:
-        key, rule = keys_unique_and_present(dg.AssetKey("loose"), Table("loose", ("k",)))
-        with ExitStack() as stack:
-            inputs = CheckInputs.standalone(
-                key, DuckDBResource(database=str(warehouse)), DataHome(path=str(tmp_path)), stack
-            )
-            return evaluate(rule, inputs)
-
-    counted = loose_check()
-    assert counted.passed
-    assert counted.metadata["keys_enforced_by"].value.startswith("this check")
-    with duckdb.connect(str(warehouse)) as con:
-        con.execute("INSERT INTO loose VALUES ('a'), (NULL)")
-    faulty = loose_check()
-    assert not faulty.passed
-    assert faulty.metadata["null_keys"].value == 1
-    assert faulty.metadata["repeated_keys"].value == 1
-    assert faulty.metadata["rows"].value == 5
+        con.execute("INSERT INTO loose VALUES ('a'), ('a'), (NULL), ('b')")
+    key, rule = keys_unique_and_present(dg.AssetKey("loose"), Table("loose", ("k",)))
+    with ExitStack() as stack:
+        inputs = CheckInputs.standalone(
+            key, DuckDBResource(database=str(warehouse)), DataHome(path=str(tmp_path)), stack
+        )
+        counted = evaluate(rule, inputs)
+    assert not counted.passed
+    assert counted.metadata["keys_enforced_by"].value.startswith("nothing")
+    assert counted.metadata["rows"].value == 4
 
 
 def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(
@@ -134,27 +123,3 @@ def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(
         ).fetchall()[0][0]
         leads = con.execute("SELECT count(*) FROM leads").fetchall()[0][0]
     assert misplaced == 0 and pointed == leads
-
-
-def test_a_snapshot_looks_lead_details_up_by_index_and_refuses_a_repeated_lead_id(
-    synced_home: Path, tmp_path: Path
-) -> None:
-    """The working warehouse keeps no primary key on its lead tables (their index outgrew the
-    sync's memory limit): each snapshot indexes the details by id for the read API's lookups,
-    and that index, unique, refuses a copy whose details repeat an id."""
-    home = HomeSettings(home=tmp_path)
-    shutil.copyfile(HomeSettings(home=synced_home).warehouse_path, home.warehouse_path)
-    with duckdb.connect(str(home.warehouse_path)) as con:
-        published = snapshots.publish(con, home.snapshots_dir)
-    lookup = stream_section("leads", "served_detail")
-    with duckdb.connect(str(published.snapshot.path), read_only=True) as con:
-        (lead_id,) = con.execute("SELECT id FROM lead_details WHERE found LIMIT 1").fetchone()
-        plan = con.execute(f"EXPLAIN ANALYZE {lookup}", [lead_id]).fetchall()[0][1]
-        assert con.execute(lookup, [lead_id]).fetchall()
-    assert "Type: Index Scan" in plan
-
-    with duckdb.connect(str(home.warehouse_path)) as con:
-        con.execute("INSERT INTO lead_details SELECT * FROM lead_details WHERE id = ?", [lead_id])
-        with pytest.raises(duckdb.ConstraintException):
-            snapshots.publish(con, home.snapshots_dir)
-    assert snapshots.current(home.snapshots_dir).path == published.snapshot.path

@@ -8,11 +8,6 @@ SELECT count(*) FROM {table};
 -- name: count_slice
 SELECT count(*) FROM {table} WHERE {column} = ?;
 
--- name: key_faults
--- The rows whose key `{column}` is NULL, and the rows beyond the first of each repeated key,
--- for a table whose key no primary key enforces.
-SELECT count(*) - count({column}), count({column}) - count(DISTINCT {column}) FROM {table};
-
 -- name: delete
 DELETE FROM {table};
 

@@ -130,7 +130,7 @@ LEADS = Stream(
                 "mode=reconcile re-reads all. Queues new and changed leads for their details."
             ),
             reader=CursorList("leads", LEAD_PAGING, lead_row, LEAD_COLUMNS, LEAD_RECORD),
-            table=Table("leads", ("id",), primary_key=False),
+            table=Table("leads", ("id",)),
         ),
         Step(
             asset="crm_lead_details",
@@ -140,7 +140,7 @@ LEADS = Stream(
             reader=DetailQueue(
                 paths.LEADS, "leads", detail_row, DETAIL_COLUMNS, LEAD_DETAIL_RECORD
             ),
-            table=Table("lead_details", ("id",), primary_key=False),
+            table=Table("lead_details", ("id",)),
             after=("crm_leads",),
         ),
     ),

@@ -62,20 +62,12 @@ CADENCES: tuple[Cadence, ...] = (HOURLY, EVERY_15_MINUTES, NIGHTLY)
 @dataclass(frozen=True)
 class Table:
     """Where a step's rows are: a warehouse table, or the slice of it whose ``slice_column``
-    holds ``slice_value``, and the columns that key its rows.
-
-    ``primary_key``: whether the table declares that key as its primary key, so that DuckDB
-    refuses a NULL or repeated one itself. A table whose step writes it unique by construction
-    may go without (one key column only): the index of a primary key is held in DuckDB's
-    memory whenever the table is written, and for a table of hundreds of thousands of rows it
-    outgrows the sync's memory limit. The key check then counts NULL and repeated keys.
-    """
+    holds ``slice_value``, and the columns that key its rows."""
 
     name: str
     key: tuple[str, ...]
     slice_column: str | None = None
     slice_value: object = None
-    primary_key: bool = True
 
 
 class Reader(Protocol):

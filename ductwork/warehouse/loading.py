@@ -101,16 +101,6 @@ def count_rows(con: duckdb.DuckDBPyConnection, table: Table) -> int:
     return found.fetchall()[0][0]
 
 
-def key_faults(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[int, int]:
-    """The rows of ``table`` whose key is NULL, and the rows beyond the first of each repeated
-    key: what a table keyed by one column but no primary key may hold."""
-    if len(table.key) != 1:
-        raise ValueError(f"{table.name}: only a key of one column is counted, not {table.key}")
-    statement = fill(section("tables", "key_faults"), table=table.name, column=table.key[0])
-    nulls, repeated = con.execute(statement).fetchall()[0]
-    return nulls, repeated
-
-
 @dataclass(frozen=True)
 class ListContent:
     """What a whole-list read brought: a digest of its pages, and its number of records.

@@ -3,13 +3,8 @@
 -- and `views` in every published snapshot; the rest are the stream's statements.
 
 -- name: tables
--- Neither lead table has a primary key: its index is held in DuckDB's memory whenever the table
--- is written, and at 500,000 leads a batch's write then needed 96 MB against the sync's 64 (48
--- without). Each id is written once by construction (a batch is one row per id, deleted before
--- it is inserted); the key check counts NULL and repeated ids before every publish, and each
--- snapshot indexes `lead_details` by id for the read API's lookups (the serving section).
 CREATE TABLE IF NOT EXISTS leads (
-    id                 VARCHAR NOT NULL,
+    id                 VARCHAR PRIMARY KEY,
     created_at         TIMESTAMPTZ,
     created_date_text  VARCHAR,          -- CreatedDate exactly as received (the cursor: its UTC form)
     lead_number        VARCHAR,          -- LeadID__c
@@ -25,7 +20,7 @@ CREATE TABLE IF NOT EXISTS leads (
 );
 
 CREATE TABLE IF NOT EXISTS lead_details (
-    id                   VARCHAR NOT NULL,
+    id                   VARCHAR PRIMARY KEY,
     email                VARCHAR,
     name                 VARCHAR,
     company              VARCHAR,
@@ -150,11 +145,6 @@ SELECT
     rowid AS row_id
 FROM leads
 ORDER BY pos;
-
--- A lead's details are looked up by id (`served_detail`): unindexed, each lookup scanned every
--- id (at 500,000 leads, 11.7 ms a lookup against 1.0 with the index). The index being unique,
--- a snapshot whose details repeat an id is not made.
-CREATE UNIQUE INDEX lead_details_by_id ON lead_details (id);
 
 COMMENT ON TABLE serving_leads IS 'Leads numbered in the contract''s order, for the read API''s paging.';
 COMMENT ON COLUMN serving_leads.pos IS 'Position in (CreatedDate, Id) order, from 0.';
