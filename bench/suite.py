@@ -582,8 +582,8 @@ class Suite:
         from bench.serving_mix import mixes_for
 
         key = create_key(home)
-        ours_port, ceiling_port = (free_socket().getsockname()[1] for _ in range(2))
-        ours_url, ceiling_url = (f"http://127.0.0.1:{p}" for p in (ours_port, ceiling_port))
+        ours_port = free_socket().getsockname()[1]
+        ours_url = f"http://127.0.0.1:{ours_port}"
         ours = group.start(
             [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(ours_port)],
             # The per-key limit would cap the load generator's single key; lift it here.
@@ -599,33 +599,11 @@ class Suite:
         answers: dict[str, dict[str, Any]] = {}
         for mix in mixes:
             answers.update(mix.ceiling_answers)
-        bodies_file = self.work / f"ceiling-answers-{scale}.json"
-        bodies_file.write_text(json.dumps(answers), encoding="utf-8")
         from ductwork.settings import ServeSettings
 
         workers = ServeSettings().serve_workers
-        ceiling = group.start(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "bench.ceiling_app:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(ceiling_port),
-                "--workers",
-                str(workers),
-                "--loop",
-                "uvloop",
-                "--http",
-                "httptools",
-                "--log-level",
-                "warning",
-            ],
-            env={**os.environ, "BENCH_CEILING_BODIES": str(bodies_file)},
-        )
-        wait_until_answering(ceiling_url + f"/{next(iter(answers))}/0", ceiling, timeout_s=120)
+        bodies_file = self.work / f"ceiling-answers-{scale}.json"
+        ceiling, ceiling_url = start_ceiling(group, answers, bodies_file, workers)
         self.found.serving_setup["workers"] = workers
         for mix in mixes:
             ours_file = self.work / "paths-ours.txt"
@@ -707,16 +685,42 @@ class Suite:
         """One closed-loop ``wrk`` run at saturation over the requests in ``paths_file`` (on
         ``cores`` only, when given)."""
         options = self.options
-        pinned = ["taskset", "-c", cores] if cores else []
-        command = [*pinned, "wrk", f"-t{options.wrk_threads}", f"-c{options.wrk_connections}",
-                   f"-d{options.serve_seconds}s", "--latency", "-s", str(HERE / "paths.lua"),
-                   url, "--", str(paths_file), key or "-"]  # fmt: skip
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        line = next(x for x in out.splitlines() if x.startswith("BENCH_JSON "))
-        result = json.loads(line.removeprefix("BENCH_JSON "))
+        result = run_wrk(url, paths_file, key, options, cores)
         if result["socket_errors"]:
             self.found.notes.append(f"wrk on {url}: {result['socket_errors']} socket errors")
         return result
+
+
+def start_ceiling(
+    group: ProcessGroup, answers: dict[str, dict[str, Any]], bodies_file: Path, workers: int
+) -> tuple[subprocess.Popen, str]:
+    """The ceiling (``bench.ceiling_app``) answering ``answers`` (written to ``bodies_file``)
+    with ``workers`` uvicorn workers on uvloop and httptools, as ``ductwork serve`` runs;
+    started, answering, and its URL."""
+    bodies_file.write_text(json.dumps(answers), encoding="utf-8")
+    port = free_socket().getsockname()[1]
+    command = [sys.executable, "-m", "uvicorn", "bench.ceiling_app:app", "--host", "127.0.0.1",
+               "--port", str(port), "--workers", str(workers), "--loop", "uvloop", "--http",
+               "httptools", "--log-level", "warning"]  # fmt: skip
+    ceiling = group.start(command, env={**os.environ, "BENCH_CEILING_BODIES": str(bodies_file)})
+    url = f"http://127.0.0.1:{port}"
+    wait_until_answering(f"{url}/{next(iter(answers))}/0", ceiling, timeout_s=120)
+    return ceiling, url
+
+
+def run_wrk(
+    url: str, paths_file: Path, key: str | None, options: argparse.Namespace, cores: str | None
+) -> dict[str, Any]:
+    """One closed-loop ``wrk`` run at saturation over the requests in ``paths_file``, with the
+    threads, connections and seconds of ``options`` (on ``cores`` only, when given): the
+    figures ``bench/paths.lua`` prints."""
+    pinned = ["taskset", "-c", cores] if cores else []
+    command = [*pinned, "wrk", f"-t{options.wrk_threads}", f"-c{options.wrk_connections}",
+               f"-d{options.serve_seconds}s", "--latency", "-s", str(HERE / "paths.lua"),
+               url, "--", str(paths_file), key or "-"]  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("BENCH_JSON "))
+    return json.loads(line.removeprefix("BENCH_JSON "))
 
 
 def with_server_cpu(pid: int, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
