@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 import httpx
 
-from bench.suite import create_key
+from bench.suite import SERVE_UNDER_LOAD, create_key
 from ductwork import snapshots
 from ductwork.history.change_files import write_change_files
 from ductwork.settings import HomeSettings
@@ -69,12 +69,7 @@ def serve(group: ProcessGroup, home: Path) -> str:
     """``ductwork serve`` over ``home`` (its default two workers); its URL once it answers."""
     port = free_socket().getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "DUCTWORK_HOME": str(home),
-        "DUCTWORK_LOG_LEVEL": "warning",
-        "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
-    }
+    env = {**os.environ, "DUCTWORK_HOME": str(home), **SERVE_UNDER_LOAD}
     command = [sys.executable, "-m", "pipelines.cli", "serve", "--host", "127.0.0.1"]
     server = group.start([*command, "--port", str(port)], env=env)
     wait_until_answering(url + "/healthz", server, timeout_s=300)

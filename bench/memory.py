@@ -41,6 +41,7 @@ from bench.suite import (
     KEY,
     LAUNCH,
     ROOT,
+    SERVE_UNDER_LOAD,
     Upstream,
     create_key,
     measured,
@@ -285,12 +286,7 @@ def serve_and_measure(
     url = f"http://127.0.0.1:{port}"
     server = group.start(
         [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={
-            **os.environ,
-            "DUCTWORK_HOME": str(home),
-            "DUCTWORK_LOG_LEVEL": "warning",
-            "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
-        },
+        env={**os.environ, "DUCTWORK_HOME": str(home), **SERVE_UNDER_LOAD},
     )
     wait_until_answering(url + "/healthz", server, timeout_s=300)
     assets = "/warehouse/v1.0/digital-assets"

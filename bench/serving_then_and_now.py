@@ -35,11 +35,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.results import cpu_per_answer_runs
 from bench.serving_mix import Mix, mixes_for
 from bench.suite import (
     BUCKET,
     KEY,
     ROOT,
+    SERVE_UNDER_LOAD,
     UV,
     prepare_this_process,
     run_wrk,
@@ -52,12 +54,6 @@ from bench.suite import (
 from ductwork.settings import ServeSettings, upstream_environment
 from pipelines.processes import ProcessGroup, wait_until_answering
 from sandbox.local_server import free_socket
-
-SERVE_ENV = {
-    "DUCTWORK_LOG_LEVEL": "warning",
-    # The per-key limit would cap the load generator's single key; lifted as in the suite.
-    "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
-}
 
 
 @dataclass
@@ -114,7 +110,7 @@ def serve(side: Side, group: ProcessGroup) -> None:
     port = free_socket().getsockname()[1]
     side.url = f"http://127.0.0.1:{port}"
     command = side.ductwork("serve", "--host", "127.0.0.1", "--port", str(port))
-    side.process = group.start(command, env=side.environment(**SERVE_ENV))
+    side.process = group.start(command, env=side.environment(**SERVE_UNDER_LOAD))
     wait_until_answering(side.url + "/healthz", side.process, timeout_s=300)
 
 
@@ -150,17 +146,12 @@ def measure(
                 print(
                     f"[then-and-now] {mix.name} round {round_number + 1}, {name}: "
                     f"{result['rps']:,.0f} requests/s, "
-                    f"{cpu_per_answer_us(result):.1f} µs of server CPU per answer, "
+                    f"{cpu_per_answer_runs([result])[0]:.1f} µs of server CPU per answer, "
                     f"statuses {result['statuses']}",
                     flush=True,
                 )
         found[mix.name] = runs
     return found
-
-
-def cpu_per_answer_us(run: dict[str, Any]) -> float:
-    """The server's CPU per answer of a run, in microseconds."""
-    return run["server_cpu_s"] / max(1, run["requests"]) * 1e6
 
 
 def report(found: dict[str, dict[str, list[dict[str, Any]]]], sides: list[Side]) -> str:
@@ -176,7 +167,7 @@ def report(found: dict[str, dict[str, list[dict[str, Any]]]], sides: list[Side])
         ]
         for name, results in runs.items():
             rps = statistics.median(r["rps"] for r in results)
-            cpu = statistics.median(cpu_per_answer_us(r) for r in results)
+            cpu = statistics.median(cpu_per_answer_runs(results))
             share = "–"
             if name != "ceiling":
                 paired = zip(results, runs["ceiling"], strict=True)

@@ -69,6 +69,12 @@ ROOT = HERE.parent
 GIB = 1024**3
 MIB = 1024**2
 FAILED_CHILD_LINES = 20  # of a failed child's output, shown in the suite's error
+# What ``ductwork serve`` runs with under load: the per-key limit would cap the load generator's
+# single key, and the access log would write a line per request.
+SERVE_UNDER_LOAD = {
+    "DUCTWORK_LOG_LEVEL": "warning",
+    "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
+}
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -586,13 +592,7 @@ class Suite:
         ours_url = f"http://127.0.0.1:{ours_port}"
         ours = group.start(
             [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(ours_port)],
-            # The per-key limit would cap the load generator's single key; lift it here.
-            env={
-                **os.environ,
-                "DUCTWORK_HOME": str(home),
-                "DUCTWORK_LOG_LEVEL": "warning",
-                "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
-            },
+            env={**os.environ, "DUCTWORK_HOME": str(home), **SERVE_UNDER_LOAD},
         )
         wait_until_answering(ours_url + "/healthz", ours, timeout_s=300)
         mixes = mixes_for(scale, home, ours_url, key)

@@ -305,8 +305,9 @@ SELECT
     l.postal_code, l.campaign,
     d.found AS detail_found, d.status AS detail_status, d.purchase_status, d.category,
     d.company, d.assigned_contractor, d.assigned_bu, d.annual_revenue,
+    l.list_hash AS list_hash,
     -- NULL where the lead has no details yet (no row of lead_details to join).
-    l.list_hash AS list_hash, d.detail_hash AS detail_hash,
+    d.detail_hash AS detail_hash,
     CASE
         WHEN h.id IS NULL THEN 'new'
         WHEN h.list_hash = l.list_hash AND h.detail_hash IS NULL AND d.id IS NOT NULL
