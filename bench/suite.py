@@ -185,6 +185,7 @@ class Replay:
     scale: str
     recording_s: float  # recording the sandbox's answers, until the replay answered
     pid: int
+    recording: Path  # the answers it serves (removed when the replay stops)
 
     def cpu_s(self) -> float:
         """The replay process's CPU time so far (user + system)."""
@@ -206,6 +207,12 @@ class UpstreamProcess(Protocol):
     def cpu_s(self) -> float: ...
 
     def stats(self) -> dict[str, Any]: ...
+
+
+def floor_command(url: str, client: str) -> list[str]:
+    """The fetch floor of ``client`` (``raw`` or ``aiohttp``) against ``url``, as a command."""
+    return [sys.executable, "-m", "bench.fetch_floor", "--url", url, "--api-key", KEY,
+            "--client", client]  # fmt: skip
 
 
 def running_cpu_s(pid: int, what: str) -> float:
@@ -261,9 +268,7 @@ def replaying(up: Upstream, group: ProcessGroup, work: Path, log: Path) -> Itera
     a full sync fetches recorded from ``up`` (``bench.fetch_floor --record``), then served."""
     recording = work / f"replay-{up.scale}.recording"
     started = time.perf_counter()
-    command = [sys.executable, "-m", "bench.fetch_floor", "--url", up.url, "--api-key", KEY,
-               "--record", str(recording)]  # fmt: skip
-    measured(command, log)
+    measured([*floor_command(up.url, "raw"), "--record", str(recording)], log)
     port = free_socket().getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     replay = group.start(
@@ -271,7 +276,8 @@ def replaying(up: Upstream, group: ProcessGroup, work: Path, log: Path) -> Itera
     )
     try:
         wait_until_answering(url + "/healthz", replay, timeout_s=600)
-        yield Replay(url, up.s3_url, up.scale, time.perf_counter() - started, replay.pid)
+        recorded_s = time.perf_counter() - started
+        yield Replay(url, up.s3_url, up.scale, recorded_s, replay.pid, recording)
     finally:
         stop(replay)
         recording.unlink(missing_ok=True)
@@ -446,8 +452,7 @@ class Suite:
 
     def floor(self, up: UpstreamProcess, client: str) -> tuple[float, Measured, UpstreamCost]:
         """The floor's own timing of its fetches, the whole process and the upstream's cost."""
-        command = [sys.executable, "-m", "bench.fetch_floor", "--url", up.url,
-                   "--api-key", KEY, "--client", client]  # fmt: skip
+        command = floor_command(up.url, client)
         result, cost = upstream_cost(up, lambda: measured(command, self.log))
         return result.report["seconds"], result, cost
 

@@ -219,8 +219,15 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def prepare_connection(con: duckdb.DuckDBPyConnection, parallel: bool = False) -> None:
-    """Set the sync's memory limit and put every table of the schema in place; DuckDB works
-    on one thread unless ``parallel`` (then on as many as it has cores).
+    """Set the sync's limits (``limit_connection``) and put every table of the schema in
+    place."""
+    limit_connection(con, parallel)
+    _ensure_schema(con)
+
+
+def limit_connection(con: duckdb.DuckDBPyConnection, parallel: bool = False) -> None:
+    """Set the sync's memory limit; DuckDB works on one thread unless ``parallel`` (then on as
+    many as it has cores).
 
     The database's thread count is shared by every connection of the process, so each step
     sets it as it opens the warehouse. A stream's step writes batches as Python parses the next
@@ -233,4 +240,3 @@ def prepare_connection(con: duckdb.DuckDBPyConnection, parallel: bool = False) -
     # but a number and a unit, so it is safe to place in the statement).
     con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
     con.execute("RESET threads" if parallel else "SET threads = 1")
-    _ensure_schema(con)
