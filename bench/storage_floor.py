@@ -51,6 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -122,13 +123,14 @@ ONCE: Statements = (
 )
 
 
-def keyed(key_type: str, key: str, whole_mark: str) -> Statements:
+def keyed(key_type: str, key: str, whole_mark: str = "", before: str = "") -> Statements:
     """Stored keyed, with a version: each record under ``key`` (an expression of ``record``)
     in a table with a primary key of ``key_type``, a record already stored under its key
     skipped, and a version row per record in a history (its key, valid from, current, a hash of
-    the record to tell a change by). ``whole_mark`` is appended to a whole body's key."""
+    the record to tell a change by). ``whole_mark`` is appended to a whole body's key;
+    ``before`` creates what ``key`` needs."""
     tables = (
-        f"CREATE TABLE records (key {key_type} PRIMARY KEY, record JSON); "
+        f"{before}CREATE TABLE records (key {key_type} PRIMARY KEY, record JSON); "
         f"CREATE TABLE versions (key {key_type} NOT NULL, valid_from TIMESTAMPTZ NOT NULL, "
         "is_current BOOLEAN NOT NULL, record_hash UBIGINT NOT NULL)"
     )
@@ -153,31 +155,21 @@ STORES: dict[str, Statements] = {
         "coalesce(json_extract_string(record, '$.*')[1], md5(record::VARCHAR))",
         " || '#whole'",
     ),
-    "keyed by position": keyed("BIGINT", "nextval('positions')", ""),
+    "keyed by position": keyed(
+        "BIGINT", "nextval('positions')", before="CREATE SEQUENCE positions; "
+    ),
 }
-# What a store's tables need before them.
-BEFORE_TABLES = {"keyed by position": "CREATE SEQUENCE positions; "}
+KEYED_STORES = [kind for kind in STORES if kind != "once"]
 
 
 def store(bodies: Bodies, database: Path, kind: str, compression: str | None) -> tuple[float, int]:
     """Write every record of ``bodies`` as the store ``kind`` of ``STORES`` writes them into a
-    new DuckDB file at ``database``, and checkpoint it; returns the CPU seconds it took (this
-    process, DuckDB's threads included) and how many records were stored."""
-    tables, of_kind = STORES[kind]
-    return _store(bodies, database, (BEFORE_TABLES.get(kind, "") + tables, of_kind), compression)
-
-
-def _store(
-    bodies: Bodies,
-    database: Path,
-    statements: Statements,
-    compression: str | None,
-) -> tuple[float, int]:
-    """Create ``statements``' tables in a new DuckDB file, run its statement of each batch's
-    kind, a transaction per batch, and checkpoint; the CPU seconds and the records stored."""
+    new DuckDB file at ``database`` under ``compression`` (a ``COMPRESSIONS`` value), a
+    transaction per batch, and checkpoint it; returns the CPU seconds it took (this process,
+    DuckDB's threads included) and how many records were stored."""
     for path in (database, database.with_name(database.name + ".wal")):
         path.unlink(missing_ok=True)
-    tables, of_kind = statements
+    tables, of_kind = STORES[kind]
     con = duckdb.connect(str(database))
     try:
         limit_connection(con)
@@ -185,10 +177,11 @@ def _store(
             con.execute(f"SET force_compression = '{compression}'")
         con.execute(tables)
         started = time.process_time()
-        for kind, batch in bodies.batches():
+        for batch_kind, batch in bodies.batches():
             text = pa.array(batch, pa.binary()).cast(pa.string())
             con.register("bodies", pa.table({"body": text}))
-            with_memory_headroom(con, partial(_commit, con, of_kind[kind]), what="a batch")
+            statements = of_kind[batch_kind]
+            with_memory_headroom(con, partial(_commit, con, statements), what="a batch")
             con.unregister("bodies")
         con.execute("CHECKPOINT")
         cpu_s = time.process_time() - started
@@ -238,7 +231,7 @@ class Floor:
         """The full sync's CPU target in seconds (``CPU_TARGET`` times the raw floor)."""
         return CPU_TARGET * self.fetch_s
 
-    def report(self) -> dict[str, object]:
+    def report(self) -> dict[str, Any]:
         """The figures, rounded, as printed: each floor, its ratio to the fetch and what the
         target leaves beyond it (negative: the floor is above the target)."""
         floors = {"store once": self.floor_s}
@@ -261,9 +254,6 @@ class Floor:
                 for name, cpu_s in floors.items()
             },
         }
-
-
-KEYED_STORES = [kind for kind in STORES if kind != "once"]
 
 
 def _each_store() -> dict[str, dict[str, list[float]]]:
@@ -355,34 +345,29 @@ def main() -> int:
     prepare_this_process()
     with tempfile.TemporaryDirectory(prefix="ductwork-floor-") as work:
         floor, stored = measure(options.scale, options.runs, Path(work))
+    report = floor.report()
     print(f"records stored: {', '.join(f'{kind} {n:,}' for kind, n in stored.items())}")
-    print(f"CPU, median of {options.runs} (the cheapest compression of each store):")
-    once_way, once_s = floor.cheapest("once")
-    lines = [
-        (
-            f"fetch {floor.fetch_s:.2f} s + start-up {floor.startup_s:.2f} s + store once "
-            f"({once_way}) {once_s:.2f} s",
-            floor.floor_s,
-        )
-    ]
-    for kind in KEYED_STORES:
-        way, kind_s = floor.cheapest(kind)
-        lines.append(
-            (
-                f"fetch {floor.fetch_s:.2f} s + a Dagster run like the sync's "
-                f"{floor.dagster_run_s:.2f} s + store {kind}, with a version ({way}) "
-                f"{kind_s:.2f} s",
-                floor.mirror_floor_s(kind),
-            )
-        )
-    for parts, cpu_s in lines:
+    print(f"CPU, median of {options.runs}; each store under its cheapest compression:")
+    for name, figures in report["floors"].items():
         print(
-            f"  {parts} = {cpu_s:.2f} s, {cpu_s / floor.fetch_s:.2f} × the fetch; the target "
-            f"leaves {floor.budget_s - cpu_s:.2f} s beyond it"
+            f"  {parts_of(floor, name)} = {figures['cpu_s']:.2f} s, {figures['x_fetch']:.2f} × the "
+            f"fetch; the target leaves {figures['target_leaves_s']:.2f} s beyond it"
         )
     print(f"full-sync CPU target (≤ {CPU_TARGET} × the fetch): {floor.budget_s:.2f} s")
-    print(json.dumps({"records": stored, **floor.report()}))
+    print(json.dumps({"records": stored, **report}))
     return 0
+
+
+def parts_of(floor: Floor, name: str) -> str:
+    """The parts of the floor ``name`` of ``Floor.report``, with their seconds."""
+    kind = "once" if name == "store once" else name.removeprefix("mirror, ")
+    way, store_s = floor.cheapest(kind)
+    first = (
+        f"start-up {floor.startup_s:.2f} s"
+        if kind == "once"
+        else f"a Dagster run like the sync's {floor.dagster_run_s:.2f} s"
+    )
+    return f"fetch {floor.fetch_s:.2f} s + {first} + store {kind} ({way}) {store_s:.2f} s"
 
 
 if __name__ == "__main__":

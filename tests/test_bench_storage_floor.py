@@ -1,4 +1,4 @@
-"""The storage floor's parts: what its store writes, and the floor it reports (unit tests: the
+"""The storage floor's parts: what its stores write, and the floors it reports (unit tests: the
 recording is written here rather than by the raw floor against a replay, as
 ``bench.storage_floor`` does; the store is real DuckDB on a file)."""
 
@@ -10,7 +10,7 @@ import duckdb
 import orjson
 import pytest
 
-from bench.storage_floor import COMPRESSIONS, STORES, Bodies, Runs, store
+from bench.storage_floor import COMPRESSIONS, STORES, Bodies, Runs, parts_of, store
 from sandbox.recorded_answers import RecordingWriter
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json"
@@ -93,14 +93,6 @@ def test_keyed_by_id_stores_a_key_seen_twice_once(tmp_path: Path) -> None:
     assert stored == 2
 
 
-def _runs(fetch: float, keyed_by_id: float) -> Runs:
-    runs = Runs(fetch=[fetch], startup=[1.0], dagster_run=[2.0])
-    for kind, ways in runs.store.items():
-        for way, cpu in ways.items():
-            cpu.append({"once": 3.0, "keyed by id": keyed_by_id}.get(kind, 4.0) + len(way) / 100)
-    return runs
-
-
 def test_the_floors_are_their_parts_medians_summed_with_each_stores_cheapest_way() -> None:
     runs = Runs(fetch=[5.0, 6.0, 5.5], startup=[1.0, 0.8, 0.9], dagster_run=[1.6, 1.4, 1.5])
     runs.store["once"] = {"DuckDB's choice": [5.0, 4.0, 4.5], "none": [3.0, 3.2, 2.9]}
@@ -121,9 +113,21 @@ def test_the_floors_are_their_parts_medians_summed_with_each_stores_cheapest_way
     assert floors["mirror, keyed by position"]["x_fetch"] == pytest.approx(2.09)
 
 
-def test_a_floor_above_the_target_leaves_a_negative_remainder() -> None:
-    floor = _runs(fetch=4.0, keyed_by_id=8.5).floor()
-    # 4.0 + 2.0 + 8.5 (its cheapest way) against 2.5 × 4.0.
-    assert floor.report()["floors"]["mirror, keyed by id"]["target_leaves_s"] == pytest.approx(
-        10.0 - 14.54
+def test_a_floor_above_the_target_leaves_a_negative_remainder_and_names_its_parts() -> None:
+    runs = Runs(fetch=[4.0], startup=[1.0], dagster_run=[2.0])
+    runs.store = {
+        "once": {"none": [3.0]},
+        "keyed by id": {"none": [8.5], "zstd": [9.0]},
+        "keyed by position": {"none": [4.0]},
+    }
+    floor = runs.floor()
+
+    # 4.0 + 2.0 + 8.5 against 2.5 × 4.0.
+    figures = floor.report()["floors"]["mirror, keyed by id"]
+    assert figures["target_leaves_s"] == pytest.approx(10.0 - 14.5)
+    assert parts_of(floor, "mirror, keyed by id") == (
+        "fetch 4.00 s + a Dagster run like the sync's 2.00 s + store keyed by id (none) 8.50 s"
+    )
+    assert parts_of(floor, "store once") == (
+        "fetch 4.00 s + start-up 1.00 s + store once (none) 3.00 s"
     )
