@@ -122,8 +122,9 @@ class SyncSettings(_Base):
         default="64MB",
         pattern=r"^[0-9]{1,6}(KB|MB|GB|KiB|MiB|GiB)$",
         description="DuckDB's memory limit for the sync; beyond it, DuckDB evicts or spills. "
-        "A write that still runs out of memory is rolled back and retried under twice the "
-        "limit, at most three times; the step goes on under the raised limit.",
+        "A write (or a step's read of a whole table) that still runs out of memory is rolled "
+        "back and retried under twice the limit, at most three times; the step goes on under "
+        "the raised limit.",
     )
 
 

@@ -1,9 +1,10 @@
 """A write that runs out of DuckDB's memory limit is rolled back and retried under a raised
 limit, so that a small limit keeps the sync's memory low without failing it at larger scales.
 
-On real DuckDB databases (the out-of-memory error is DuckDB's own): the helper alone, and the
-lead list's write as the sync calls it, on a warehouse opened as a step opens it. Unit tests:
-the write is called directly, with no run of ``ductwork sync`` around it.
+On real DuckDB databases (the out-of-memory error is DuckDB's own): the helper alone, the lead
+list's write as the sync calls it, and the whole-table reads of the lead details' and the
+submittals' steps, on a warehouse opened as a step opens it. Unit tests: the write and the reads
+are called directly, with no run of ``ductwork sync`` around them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets.resources import open_warehouse
 from ductwork.streams.crm import LEAD_PAGING
-from ductwork.streams.registry import LEADS
+from ductwork.streams.registry import LEADS, SUBMITTALS
 from ductwork.sync.cursor_list import HeldPage
 from ductwork.warehouse.memory_headroom import DOUBLINGS, memory_limit_bytes, with_memory_headroom
 from ductwork.warehouse.sync_state import read_state
@@ -122,3 +123,54 @@ def test_a_page_of_leads_that_outgrows_the_limit_lands_once_where_the_sync_write
     assert counts == (2_000, 2_000, 2_000, 2_000)
     assert resume_point == dict(zip(LEAD_PAGING.members, cursor, strict=True))
     assert reopened == configured
+
+
+def test_a_detail_queue_that_outgrows_the_limit_is_read_whole_under_a_raised_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lead details' queue read as its step reads it, on a real warehouse under a limit its
+    ids outgrow: read again under a raised limit, every id once and in the order queued."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    details = LEADS.steps[1].reader
+    with open_warehouse(resource) as con:
+        ids = "SELECT printf('L%07d', 300000 - i) FROM range(300000) t(i)"
+        con.execute(f"INSERT INTO lead_detail_queue {ids}")
+        con.execute("SET memory_limit = '2MiB'")  # well under what the ids need
+        with caplog.at_level(logging.WARNING, logger="ductwork"):
+            queued = details.queued(con)
+        raised = memory_limit_bytes(con)
+
+    retries = [r for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()]
+    assert retries and retries[0].getMessage().startswith("reading the detail queue ran out")
+    assert raised >= 4 * MiB
+    assert len(queued) == 300_000
+    assert queued[0].as_py() == "L0300000" and queued[-1].as_py() == "L0000001"
+
+
+def test_submittal_requests_that_outgrow_the_limit_are_derived_whole_under_a_raised_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The submittals' requests derived as their step derives them, on a real warehouse whose
+    pairings outgrow the limit: derived again under a raised limit, one request per pairing."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    submittals = SUBMITTALS.steps[0].reader
+    with open_warehouse(resource) as con:
+        con.execute(
+            "INSERT INTO pairings SELECT i, 'Pairing', now(), '{}', now() FROM range(20000) t(i)"
+        )
+        con.execute(
+            "INSERT INTO pairing_products SELECT i, p, 'SKU' || i, p || '-SRN-' || i, "
+            "CASE p WHEN 'P1' THEN 'indoor-units' ELSE 'outdoor-units' END "
+            "FROM range(20000) t(i), (VALUES ('P1'), ('P2')) s(p)"
+        )
+        con.execute("CHECKPOINT")  # the rows written, so that the limit can be lowered
+        con.execute("SET memory_limit = '4MiB'")  # well under what the requests need
+        with caplog.at_level(logging.WARNING, logger="ductwork"):
+            requests = submittals.derived(con)
+        raised = memory_limit_bytes(con)
+
+    retries = [r for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()]
+    assert retries and retries[0].getMessage().startswith("deriving the requests ran out")
+    assert raised >= 8 * MiB
+    assert len(requests) == 20_000
+    assert requests[0][:3] == ("P1-SRN-0|P2-SRN-0", "P1-SRN-0", "P2-SRN-0")

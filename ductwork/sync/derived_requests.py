@@ -26,6 +26,7 @@ from ductwork.upstream.client import UpstreamClient
 from ductwork.upstream.schema_drift import DriftTally, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record
+from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.sync_state import CONTENT, DERIVED, read_state, write_state
 from warehouse_sql import stream_section
 
@@ -88,11 +89,21 @@ class DerivedRequests:
             mode=context.options.mode.value, **drift.as_metadata(),
         )  # fmt: skip
 
+    def derived(self, con: duckdb.DuckDBPyConnection) -> list[Request]:
+        """Every request the stored tables imply (section ``requests``). Read whole, they may
+        need more than the sync's DuckDB limit, as a batch may: then read again under a raised
+        limit."""
+        return with_memory_headroom(
+            con,
+            lambda: con.execute(self.statement("requests")).fetchall(),
+            what="deriving the requests",
+        )
+
     def _pass(self, context: SyncContext, drift: DriftTally) -> _Pass:
         """Derive the requests, fetch those not stored as derived, delete those no longer
         derived."""
         con = context.con
-        wanted = con.execute(self.statement("requests")).fetchall()
+        wanted = self.derived(con)
         have = dict(con.execute(self.statement("keys")).fetchall())
         reconcile = context.options.reconcile
         todo = [row for row in wanted if reconcile or have.get(row[0]) != row[-1]]

@@ -103,10 +103,15 @@ class DetailQueue:
         first sync took several times the memory. An empty queue is an empty list, so a run
         with nothing new does not load pyarrow."""
         queued = con.sql(self.statement("queued"))
-        if not queued.limit(1).fetchall():
-            return []
-        pyarrow_without_pandas()
-        return queued.to_arrow_table().column(0)
+
+        def read() -> pa.ChunkedArray | list[str]:
+            if not queued.limit(1).fetchall():
+                return []
+            pyarrow_without_pandas()
+            return queued.to_arrow_table().column(0)
+
+        # A large queue may need more than the sync's DuckDB limit, as a batch may.
+        return with_memory_headroom(con, read, what="reading the detail queue")
 
     def _sync_one(self, step: Step, context: SyncContext) -> StepResult:
         con = context.con

@@ -3,8 +3,9 @@
 A stream's step runs DuckDB under a small limit (``SyncSettings.warehouse_memory_limit``), which
 keeps the sync's memory flat. A few of its transactions need more at larger scales (measured:
 a batch of leads or of lead details once the lead tables hold several hundred thousand rows,
-while the leads' key index is held in memory). Such a transaction is rolled back by its own
-code when DuckDB runs out of memory; run again here with twice the limit, it then goes through,
+while the leads' key index is held in memory), as do a few whole-table reads (a large detail
+queue, the submittal requests a large catalog implies). Such a transaction is rolled back by its
+own code when DuckDB runs out of memory; run again here with twice the limit, it then goes through,
 and the step goes on under the raised limit (the next step sets the configured one again as it
 opens the warehouse).
 """
