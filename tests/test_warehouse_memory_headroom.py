@@ -10,7 +10,10 @@ are called directly, with no run of ``ductwork sync`` around them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pytest
@@ -24,6 +27,7 @@ from ductwork.warehouse.memory_headroom import DOUBLINGS, memory_limit_bytes, wi
 from ductwork.warehouse.sync_state import read_state
 
 MiB = 2**20
+T = TypeVar("T")
 LEAD_LIST = LEADS.steps[0].reader
 
 
@@ -125,6 +129,24 @@ def test_a_page_of_leads_that_outgrows_the_limit_lands_once_where_the_sync_write
     assert reopened == configured
 
 
+def read_under(
+    con: duckdb.DuckDBPyConnection,
+    limit: str,
+    read: Callable[[], T],
+    caplog: pytest.LogCaptureFixture,
+) -> tuple[T, int, str]:
+    """``read`` under the DuckDB limit ``limit``: what it returned, the limit it ended under and
+    the first out-of-memory warning it logged."""
+    con.execute(f"SET memory_limit = '{limit}'")
+    with caplog.at_level(logging.WARNING, logger="ductwork"):
+        found = read()
+    retries = [
+        r.getMessage() for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()
+    ]
+    assert retries, "the read did not run out of memory under the limit"
+    return found, memory_limit_bytes(con), retries[0]
+
+
 def test_a_detail_queue_that_outgrows_the_limit_is_read_whole_under_a_raised_limit(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -135,13 +157,10 @@ def test_a_detail_queue_that_outgrows_the_limit_is_read_whole_under_a_raised_lim
     with open_warehouse(resource) as con:
         ids = "SELECT printf('L%07d', 300000 - i) FROM range(300000) t(i)"
         con.execute(f"INSERT INTO lead_detail_queue {ids}")
-        con.execute("SET memory_limit = '2MiB'")  # well under what the ids need
-        with caplog.at_level(logging.WARNING, logger="ductwork"):
-            queued = details.queued(con)
-        raised = memory_limit_bytes(con)
+        # 2 MiB: well under what the ids need.
+        queued, raised, warning = read_under(con, "2MiB", partial(details.queued, con), caplog)
 
-    retries = [r for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()]
-    assert retries and retries[0].getMessage().startswith("reading the detail queue ran out")
+    assert warning.startswith("reading the detail queue ran out")
     assert raised >= 4 * MiB
     assert len(queued) == 300_000
     assert queued[0].as_py() == "L0300000" and queued[-1].as_py() == "L0000001"
@@ -164,13 +183,11 @@ def test_submittal_requests_that_outgrow_the_limit_are_derived_whole_under_a_rai
             "FROM range(20000) t(i), (VALUES ('P1'), ('P2')) s(p)"
         )
         con.execute("CHECKPOINT")  # the rows written, so that the limit can be lowered
-        con.execute("SET memory_limit = '4MiB'")  # well under what the requests need
-        with caplog.at_level(logging.WARNING, logger="ductwork"):
-            requests = submittals.derived(con)
-        raised = memory_limit_bytes(con)
+        # 4 MiB: well under what the requests need.
+        derive = partial(submittals.derived, con)
+        requests, raised, warning = read_under(con, "4MiB", derive, caplog)
 
-    retries = [r for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()]
-    assert retries and retries[0].getMessage().startswith("deriving the requests ran out")
+    assert warning.startswith("deriving the requests ran out")
     assert raised >= 8 * MiB
     assert len(requests) == 20_000
     assert requests[0][:3] == ("P1-SRN-0|P2-SRN-0", "P1-SRN-0", "P2-SRN-0")
