@@ -159,7 +159,11 @@ STORES: dict[str, Statements] = {
         "BIGINT", "nextval('positions')", before="CREATE SEQUENCE positions; "
     ),
 }
-KEYED_STORES = [kind for kind in STORES if kind != "once"]
+
+
+def floor_name(kind: str) -> str:
+    """The name of the floor built on the store ``kind``, as ``Floor.report`` names it."""
+    return "store once" if kind == "once" else f"mirror, {kind}"
 
 
 def store(bodies: Bodies, database: Path, kind: str, compression: str | None) -> tuple[float, int]:
@@ -234,8 +238,10 @@ class Floor:
     def report(self) -> dict[str, Any]:
         """The figures, rounded, as printed: each floor, its ratio to the fetch and what the
         target leaves beyond it (negative: the floor is above the target)."""
-        floors = {"store once": self.floor_s}
-        floors.update({f"mirror, {kind}": self.mirror_floor_s(kind) for kind in KEYED_STORES})
+        floors = {
+            floor_name(kind): self.floor_s if kind == "once" else self.mirror_floor_s(kind)
+            for kind in STORES
+        }
         return {
             "fetch_cpu_s": round(self.fetch_s, 2),
             "startup_cpu_s": round(self.startup_s, 2),
@@ -360,7 +366,7 @@ def main() -> int:
 
 def parts_of(floor: Floor, name: str) -> str:
     """The parts of the floor ``name`` of ``Floor.report``, with their seconds."""
-    kind = "once" if name == "store once" else name.removeprefix("mirror, ")
+    kind = {floor_name(kind): kind for kind in STORES}[name]
     way, store_s = floor.cheapest(kind)
     first = (
         f"start-up {floor.startup_s:.2f} s"

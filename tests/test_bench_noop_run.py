@@ -1,5 +1,6 @@
-"""The no-op Dagster runs the benchmarks measure beside the sync: ``bench.noop_run`` as the
-bench starts it, a whole process on an instance folder on disk."""
+"""The no-op Dagster runs the benchmarks measure beside the sync: ``bench.noop_run`` as a whole
+process on an instance folder on disk (started with this interpreter, not through ``uv run`` as
+the bench starts it)."""
 
 from __future__ import annotations
 
