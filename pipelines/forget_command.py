@@ -8,7 +8,6 @@ the warehouse's lease. Nothing printed or logged names a key: keyed hashes stand
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -117,8 +116,7 @@ def _run_forget_job(verbose: bool) -> int:
 
 def _audit_line(home: Path, erasure_id: str) -> dict:
     """The audit log's line of an erasure (empty when missing)."""
-    for line in reversed(audit.audit_path(home).read_text(encoding="utf-8").splitlines()):
-        found = json.loads(line)
-        if found.get("erasure") == erasure_id:
-            return found
+    for line in reversed(audit.entries(home)):
+        if line.get("erasure") == erasure_id:
+            return line
     return {}

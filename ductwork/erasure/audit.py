@@ -79,29 +79,53 @@ def entry(
     }
 
 
-def logged(home: Path, erasure_id: str) -> bool:
-    """Whether the audit log already has the line of erasure ``erasure_id`` (a run that
-    finished it and was stopped before it said so)."""
+def entries(home: Path) -> list[dict[str, Any]]:
+    """The audit log's lines, oldest first; a line that is not one JSON object (the torn end
+    of a write a kill cut short, see ``append``) is skipped."""
     try:
         lines = audit_path(home).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        return False
+        return []
+    found: list[dict[str, Any]] = []
     for line in lines:
         try:
-            if json.loads(line).get("erasure") == erasure_id:
-                return True
-        except (ValueError, AttributeError):
+            parsed = json.loads(line)
+        except ValueError:
             continue
-    return False
+        if isinstance(parsed, dict):
+            found.append(parsed)
+    return found
+
+
+def logged(home: Path, erasure_id: str) -> bool:
+    """Whether the audit log already has the line of erasure ``erasure_id`` (a run that
+    finished it and was stopped before it said so)."""
+    return any(line.get("erasure") == erasure_id for line in entries(home))
 
 
 def append(home: Path, line: Mapping[str, Any]) -> None:
-    """Append one line to the audit log (created with the data folder's file mode), flushed."""
+    """Append one line to the audit log (created with the data folder's file mode), flushed.
+
+    The caller holds the warehouse's lease, so no other erasure writes meanwhile. A process
+    killed inside its write can leave part of its line (Linux stops a write to a file between
+    pages for a fatal signal); that erasure is then not logged and its rerun logs it, so the
+    torn tail is cut first and the log stays one JSON object per line."""
     path = audit_path(home)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, file_modes.current().file_mode)
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+    fd = os.open(path, flags, file_modes.current().file_mode)
     try:
         file_modes.current().secure_descriptor(fd)
+        _cut_torn_tail(fd)
         os.write(fd, (json.dumps(dict(line), sort_keys=True) + "\n").encode("utf-8"))
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Truncate the file ``fd`` after its last newline when it does not end with one."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    whole = os.pread(fd, size, 0)
+    os.ftruncate(fd, whole.rfind(b"\n") + 1)
