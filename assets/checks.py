@@ -19,24 +19,37 @@ from ductwork import snapshots
 from ductwork.streams.model import Table, Warning
 from ductwork.streams.registry import STREAMS, all_steps
 from ductwork.upstream.timestamps import canonical_or_received
-from ductwork.warehouse.loading import count_rows
+from ductwork.warehouse.loading import count_rows, key_faults
 from warehouse_sql import stream_section
 
 
 def keys_unique_and_present(asset: dg.AssetKey, table: Table) -> AssetRule:
-    """A blocking check: the rows of ``table`` are keyed by the columns the registry names
-    (DuckDB then refuses NULL and duplicate keys itself: the table's primary key must be
-    exactly those columns), and the table is not empty when the current published snapshot
-    has rows there (a sync that emptied a table is far likelier a fault than a real change,
-    and must not reach the read API)."""
+    """A blocking check: the rows of ``table`` are keyed by the columns the registry names,
+    and the table is not empty when the current published snapshot has rows there (a sync
+    that emptied a table is far likelier a fault than a real change, and must not reach the
+    read API).
+
+    A table whose primary key is exactly those columns is trusted (DuckDB refuses NULL and
+    duplicate keys itself); a table with no primary key (the large ones: DuckDB holds a key's
+    index in memory) has its NULL and repeated keys counted here; a table keyed otherwise
+    fails."""
     key = ", ".join(table.key)
 
     def verdict(inputs: CheckInputs) -> dg.AssetCheckResult:
         enforced = inputs.warehouse.primary_keys().get(table.name)
         rows = count_rows(inputs.connection(), table)
-        metadata: dict[str, Any] = {"rows": rows, "keys_enforced_by": f"PRIMARY KEY ({key})"}
-        keyed = enforced == frozenset(table.key)
-        if not keyed:
+        metadata: dict[str, Any] = {"rows": rows}
+        if enforced == frozenset(table.key):
+            keyed = True
+            metadata["keys_enforced_by"] = f"PRIMARY KEY ({key})"
+        elif enforced is None:
+            faults = key_faults(inputs.connection(), table)
+            keyed = faults.null_keys == faults.repeated_keys == 0
+            metadata["keys_enforced_by"] = "this check (no primary key)"
+            metadata["null_keys"] = faults.null_keys
+            metadata["repeated_keys"] = faults.repeated_keys
+        else:
+            keyed = False
             metadata["keys_enforced_by"] = "nothing: the table's primary key is not these columns"
         emptied = False
         if rows == 0:  # opening the published snapshot is slow: only an empty table asks

@@ -63,7 +63,7 @@ def test_a_full_table_passes_and_a_first_sync_is_never_blocked_by_emptiness(
     assert run_manuals_check(full).passed
 
 
-def test_a_key_duckdb_enforces_is_trusted_and_a_table_not_keyed_so_fails_its_check(
+def test_a_key_duckdb_enforces_is_trusted_and_a_table_keyed_otherwise_fails_its_check(
     synced_home: Path, tmp_path: Path
 ) -> None:
     trusted = run_manuals_check(synced_home)
@@ -74,19 +74,47 @@ def test_a_key_duckdb_enforces_is_trusted_and_a_table_not_keyed_so_fails_its_che
         with pytest.raises(duckdb.ConstraintException):  # what the check relies on
             con.execute("INSERT INTO manuals (key) VALUES (?)", [key])
 
-    warehouse = tmp_path / "warehouse.duckdb"
+    otherwise = run_key_check(tmp_path, "CREATE TABLE t (k VARCHAR PRIMARY KEY, j VARCHAR)",
+                              "INSERT INTO t VALUES ('a', 'x'), ('b', 'x')", ("j",))  # fmt: skip
+    assert not otherwise.passed
+    assert otherwise.metadata["keys_enforced_by"].value.startswith("nothing")
+
+
+def test_a_table_without_a_primary_key_has_its_null_and_repeated_keys_counted(
+    tmp_path: Path,
+) -> None:
+    """The large tables carry no key index (DuckDB would hold it in memory): the check counts
+    what a primary key would have refused, per key of one or more columns."""
+    counted = run_key_check(tmp_path / "loose", "CREATE TABLE t (k VARCHAR, j INTEGER)",
+                            "INSERT INTO t VALUES ('a', 1), ('a', 1), ('a', 2), (NULL, 1), "
+                            "('b', NULL), ('c', 3), ('c', 3), ('c', 3)", ("k", "j"))  # fmt: skip
+    assert not counted.passed
+    assert counted.metadata["keys_enforced_by"].value == "this check (no primary key)"
+    assert counted.metadata["null_keys"].value == 2
+    assert counted.metadata["repeated_keys"].value == 3  # ('a', 1) once more, ('c', 3) twice
+    assert counted.metadata["rows"].value == 8
+
+    clean = run_key_check(tmp_path / "clean", "CREATE TABLE t (k VARCHAR NOT NULL)",
+                          "INSERT INTO t VALUES ('a'), ('b')", ("k",))  # fmt: skip
+    assert clean.passed
+    assert clean.metadata["null_keys"].value == clean.metadata["repeated_keys"].value == 0
+
+
+def run_key_check(
+    home: Path, create: str, insert: str, key: tuple[str, ...]
+) -> dg.AssetCheckResult:
+    """The key check of table ``t`` keyed by ``key``, in a warehouse of its own in ``home``."""
+    home.mkdir(parents=True, exist_ok=True)
+    warehouse = home / "warehouse.duckdb"
     with duckdb.connect(str(warehouse)) as con:
-        con.execute("CREATE TABLE loose (k VARCHAR)")  # no key constraint
-        con.execute("INSERT INTO loose VALUES ('a'), ('a'), (NULL), ('b')")
-    key, rule = keys_unique_and_present(dg.AssetKey("loose"), Table("loose", ("k",)))
+        con.execute(create)
+        con.execute(insert)
+    asset, rule = keys_unique_and_present(dg.AssetKey("t"), Table("t", key))
     with ExitStack() as stack:
         inputs = CheckInputs.standalone(
-            key, DuckDBResource(database=str(warehouse)), DataHome(path=str(tmp_path)), stack
+            asset, DuckDBResource(database=str(warehouse)), DataHome(path=str(home)), stack
         )
-        counted = evaluate(rule, inputs)
-    assert not counted.passed
-    assert counted.metadata["keys_enforced_by"].value.startswith("nothing")
-    assert counted.metadata["rows"].value == 4
+        return evaluate(rule, inputs)
 
 
 def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(

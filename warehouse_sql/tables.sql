@@ -8,6 +8,15 @@ SELECT count(*) FROM {table};
 -- name: count_slice
 SELECT count(*) FROM {table} WHERE {column} = ?;
 
+-- name: key_faults
+-- A table's rows with a NULL in its key (`{any_null}`: `a IS NULL OR b IS NULL`), and its rows
+-- beyond the first of each key (`{key}`: `a, b`), for a key no primary key enforces.
+SELECT
+    count(*) FILTER (WHERE {any_null}),
+    count(*) FILTER (WHERE NOT ({any_null}))
+        - (SELECT count(*) FROM (SELECT DISTINCT {key} FROM {table} WHERE NOT ({any_null})))
+FROM {table};
+
 -- name: delete
 DELETE FROM {table};
 

@@ -18,7 +18,7 @@ from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.schema import schema_sql
 from ductwork.warehouse.sync_state import CONTENT, DRIFT, read_state, write_state
-from warehouse_sql import fill, section
+from warehouse_sql import fill, quote_identifier, section
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,6 +99,27 @@ def count_rows(con: duckdb.DuckDBPyConnection, table: Table) -> int:
         )
         found = con.execute(statement, [table.slice_value])
     return found.fetchall()[0][0]
+
+
+@dataclass(frozen=True)
+class KeyFaults:
+    """What a table's key check counted where no primary key enforces the key: rows with a
+    NULL in it, and rows beyond the first of each key."""
+
+    null_keys: int
+    repeated_keys: int
+
+
+def key_faults(con: duckdb.DuckDBPyConnection, table: Table) -> KeyFaults:
+    """Count the rows of ``table`` (the whole table, every slice) that break its key."""
+    columns = [quote_identifier(column) for column in table.key]
+    statement = (
+        fill(section("tables", "key_faults"), table=table.name)
+        .replace("{key}", ", ".join(columns))
+        .replace("{any_null}", " OR ".join(f"{column} IS NULL" for column in columns))
+    )
+    null_keys, repeated_keys = con.execute(statement).fetchall()[0]
+    return KeyFaults(null_keys, repeated_keys)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@
 
 -- name: tables
 -- Every digital asset ever listed. Deletions upstream are not announced: a reconciliation
--- that no longer finds an asset sets `deleted_at`; rows are never hard-deleted.
+-- that no longer finds an asset sets `deleted_at`; rows are never hard-deleted. No primary
+-- key, as for the lead tables (`leads.sql` says why): the blocking check counts repeated ids.
 CREATE TABLE IF NOT EXISTS digital_assets (
-    asset_id         VARCHAR PRIMARY KEY,
+    asset_id         VARCHAR NOT NULL,
     sku              VARCHAR,
     asset_type       VARCHAR,        -- Manual, Brochure, Spec Sheet, Submittal, Image, Video
     title            VARCHAR,

@@ -3,8 +3,12 @@
 -- and `views` in every published snapshot; the rest are the stream's statements.
 
 -- name: tables
+-- The lead tables grow with the upstream and have no primary key: DuckDB holds a key's index
+-- whole in memory while a batch writes, which made a sync's memory grow with the leads. Each
+-- batch is one row per id (its upsert deletes, then inserts), and the blocking check
+-- `<asset>_keys_unique_and_present` counts NULL and repeated ids before any publish.
 CREATE TABLE IF NOT EXISTS leads (
-    id                 VARCHAR PRIMARY KEY,
+    id                 VARCHAR NOT NULL,
     created_at         TIMESTAMPTZ,
     created_date_text  VARCHAR,          -- CreatedDate exactly as received (the cursor: its UTC form)
     lead_number        VARCHAR,          -- LeadID__c
@@ -20,7 +24,7 @@ CREATE TABLE IF NOT EXISTS leads (
 );
 
 CREATE TABLE IF NOT EXISTS lead_details (
-    id                   VARCHAR PRIMARY KEY,
+    id                   VARCHAR NOT NULL,
     email                VARCHAR,
     name                 VARCHAR,
     company              VARCHAR,
