@@ -42,6 +42,7 @@ from ductwork.history.recording import (
     record_publish,
 )
 from ductwork.streams.registry import STREAMS, numbered_lists
+from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.schema import (
     add_snapshot_extras,
     drop_warehouse_only,
@@ -260,9 +261,16 @@ def publish(
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The current snapshot's file is read on another thread while the warehouse is hashed.
         facts = pool.submit(_published_facts, live) if live is not None else None
-        # The rows of the versioned tables are hashed once, for the fingerprint and the history.
-        hashed = hash_current_rows(warehouse)
-        fingerprint = content_fingerprint(warehouse, hashed) + release
+
+        def fingerprinted() -> tuple[list[str], str]:
+            # The rows of the versioned tables are hashed once, for the fingerprint and the
+            # history (into temp tables a second try replaces).
+            hashed = hash_current_rows(warehouse)
+            return hashed, content_fingerprint(warehouse, hashed) + release
+
+        hashed, fingerprint = with_memory_headroom(
+            warehouse, fingerprinted, what="fingerprinting the warehouse"
+        )
     live_fingerprint, live_catalog = facts.result() if facts is not None else (None, None)
     if live is not None and live_fingerprint == fingerprint and erase is None:
         # Written since the stamp, yet the same content: stamp the file as the log's
@@ -279,20 +287,27 @@ def publish(
     version = new_version()
     final = snapshots_dir / f"{PREFIX}{version}{SUFFIX}"
     staging = snapshots_dir / f"{STAGING_PREFIX}{version}{SUFFIX}"
+    published_at = datetime.now(UTC)
     with _publishing(snapshots_dir):
-        record_publish(
+        # One transaction, rolled back when it fails: run again under a raised DuckDB limit
+        # when it runs out of memory, as the sync's writes are.
+        with_memory_headroom(
             warehouse,
-            live.path if live else None,
-            version,
-            datetime.now(UTC),
-            keep_history,
-            unchanged=unchanged_tables(live_fingerprint, fingerprint),
-            stream_keep=stream_keep,
-            erase=erase,
-            # An erasure may delete current rows: their hashes are then taken anew.
-            hashed=hashed if erase is None else (),
-            # The feed's recorded state is then the current snapshot's, made by this release.
-            follow_changes=erase is None and same_release(live_fingerprint, fingerprint),
+            lambda: record_publish(
+                warehouse,
+                live.path if live else None,
+                version,
+                published_at,
+                keep_history,
+                unchanged=unchanged_tables(live_fingerprint, fingerprint),
+                stream_keep=stream_keep,
+                erase=erase,
+                # An erasure may delete current rows: their hashes are then taken anew.
+                hashed=hashed if erase is None else (),
+                # The feed's recorded state is then the current snapshot's, made by this release.
+                follow_changes=erase is None and same_release(live_fingerprint, fingerprint),
+            ),
+            what="recording the publish",
         )
         try:
             # The current snapshot's catalog, when this release published it, is what a

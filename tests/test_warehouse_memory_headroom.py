@@ -2,9 +2,10 @@
 limit, so that a small limit keeps the sync's memory low without failing it at larger scales.
 
 On real DuckDB databases (the out-of-memory error is DuckDB's own): the helper alone, the lead
-list's write as the sync calls it, and the whole-table reads of the lead details' and the
-submittals' steps, on a warehouse opened as a step opens it. Unit tests: the write and the reads
-are called directly, with no run of ``ductwork sync`` around them.
+list's write as the sync calls it, the whole-table reads of the lead details' and the
+submittals' steps, and the publish (its hashing and its recording), on a warehouse opened as a
+step opens it. Unit tests: the write, the reads and the publish are called directly, with no run
+of ``ductwork sync`` around them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from assets.resources import open_warehouse
+from ductwork import snapshots
 from ductwork.streams.crm import LEAD_PAGING
 from ductwork.streams.registry import LEADS, SUBMITTALS
 from ductwork.sync.cursor_list import HeldPage
@@ -191,3 +193,76 @@ def test_submittal_requests_that_outgrow_the_limit_are_derived_whole_under_a_rai
     assert raised >= 8 * MiB
     assert len(requests) == 20_000
     assert requests[0][:3] == ("P1-SRN-0|P2-SRN-0", "P1-SRN-0", "P2-SRN-0")
+
+
+def memory_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The out-of-memory warnings logged so far."""
+    return [r.getMessage() for r in caplog.records if "ran out of DuckDB memory" in r.getMessage()]
+
+
+def test_a_publish_under_a_limit_its_hashing_outgrows_goes_through_under_a_raised_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The publish as the sync calls it, on a real warehouse of 100,000 leads changed since the
+    last publish, under 2 MiB: the rows' hashes and the fingerprint taken again under a raised
+    limit, and the new snapshot current with the changed leads, recorded once."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    folder = tmp_path / "snapshots"
+    record = "json_object('Id', printf('L%07d', i), 'Name', repeat(?, 200))"
+    with open_warehouse(resource, parallel=True) as con:
+        con.execute(
+            f"INSERT INTO leads (id, record, synced_at) SELECT printf('L%07d', i), {record}, "
+            "now() FROM range(100000) t(i)",
+            ["x"],
+        )
+        first = snapshots.publish(con, folder).snapshot
+        con.execute("UPDATE leads SET record = json_object('Id', id, 'Name', repeat('y', 200))")
+        con.execute("CHECKPOINT")  # the rows written, so that the limit can be lowered
+        con.execute("SET memory_limit = '2MiB'")
+        with caplog.at_level(logging.WARNING, logger="ductwork"):
+            second = snapshots.publish(con, folder).snapshot
+        raised = memory_limit_bytes(con)
+        recorded = con.execute("SELECT count(*) FROM history.publishes").fetchone()[0]
+
+    assert memory_warnings(caplog)[0].startswith("fingerprinting the warehouse ran out")
+    assert raised >= 4 * MiB
+    assert second.version != first.version
+    assert snapshots.current(folder) == second
+    assert recorded == 2
+    with duckdb.connect(str(second.path), read_only=True) as published:
+        names = published.execute("SELECT DISTINCT record->>'Name' FROM leads").fetchall()
+    assert names == [("y" * 200,)]
+
+
+def test_a_publish_whose_recording_outgrows_the_limit_is_rolled_back_and_recorded_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The publish's recording is one transaction: here an erasure run in it (as ``ductwork
+    forget`` runs one) outgrows 16 MiB; it is rolled back, run again under a raised limit, and
+    what it wrote is there once; the snapshot is published."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    folder = tmp_path / "snapshots"
+    runs: list[int] = []
+
+    def hungry_erasure(con: duckdb.DuckDBPyConnection, seq: int) -> None:
+        runs.append(seq)
+        con.execute("CREATE TABLE erased_marker AS SELECT ?::BIGINT AS seq", [seq])
+        # About 32 MiB of integers in one list (a list aggregate cannot spill).
+        con.execute(
+            "CREATE TEMP TABLE hungry AS SELECT list(i) AS numbers FROM range(4000000) t(i)"
+        )
+        con.execute("DROP TABLE hungry")
+
+    with open_warehouse(resource, parallel=True) as con:
+        con.execute("SET memory_limit = '16MiB'")
+        with caplog.at_level(logging.WARNING, logger="ductwork"):
+            published = snapshots.publish(con, folder, erase=hungry_erasure).snapshot
+        raised = memory_limit_bytes(con)
+        marked = con.execute("SELECT seq FROM erased_marker").fetchall()
+        recorded = con.execute("SELECT count(*) FROM history.publishes").fetchone()[0]
+
+    assert memory_warnings(caplog)[0].startswith("recording the publish ran out")
+    assert len(runs) >= 2 and len(set(runs)) == 1  # the same publish, tried again
+    assert raised >= 32 * MiB
+    assert marked == [(runs[0],)] and recorded == 1
+    assert snapshots.current(folder) == published

@@ -64,14 +64,18 @@ def erase_rows(
 
 def erase_in_publish(stream: Stream, keys: list[str], into: dict[str, int]) -> Erase:
     """The erasure a publish runs in its transaction (see the module's docstring); the rows it
-    removes are added to ``into``."""
+    removes are put in ``into``, replacing what a run of it rolled back had put there (the
+    publish retries its transaction when DuckDB runs out of memory)."""
 
     def erase(con: duckdb.DuckDBPyConnection, seq: int) -> None:
+        removed: dict[str, int] = {}
         with erased_keys(con, keys):
             if any(table.name == CONTRACTORS_RAW for table in stream.tables):
-                _add(into, _rewrite_answers(con, keys))
-            _add(into, _erase_history(con, stream))
+                _add(removed, _rewrite_answers(con, keys))
+            _add(removed, _erase_history(con, stream))
             con.execute(section("erasure", "feed_delete"), {"stream": stream.name, "seq": seq})
+        into.clear()
+        into.update(removed)
 
     return erase
 

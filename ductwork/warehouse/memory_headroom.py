@@ -1,13 +1,14 @@
 """DuckDB's memory limit as a budget the sync keeps to when it can.
 
 A stream's step runs DuckDB under a small limit (``SyncSettings.warehouse_memory_limit``), which
-keeps the sync's memory flat. A few of its transactions need more at larger scales (measured:
-a batch of leads or of lead details once the lead tables hold several hundred thousand rows,
-while the leads' key index is held in memory), as do a few whole-table reads (a large detail
-queue, the submittal requests a large catalog implies). Such a transaction is rolled back by its
-own code when DuckDB runs out of memory; run again here with twice the limit, it then goes through,
-and the step goes on under the raised limit (the next step sets the configured one again as it
-opens the warehouse).
+keeps the sync's memory flat. A few of its transactions may need more at larger scales (measured
+before the large tables lost their key indexes, which DuckDB held in memory: a batch of leads
+or of lead details once the lead tables held several hundred thousand rows; and under a lower
+limit, the publish's recording of a large upstream), as may a few whole-table reads (a large
+detail queue, the submittal requests a large catalog implies). Such a transaction is rolled back
+by its own code when DuckDB runs out of memory; run again here with twice the limit, it then
+goes through, and the step goes on under the raised limit (the next step sets the configured one
+again as it opens the warehouse).
 """
 
 from __future__ import annotations
