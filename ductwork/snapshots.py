@@ -183,6 +183,20 @@ def _hashed_rows(table: str, hashed: Collection[str]) -> str:
     return now_hashes_name(table) if table in hashed else quote_identifier(table)
 
 
+def stamped_as_current(
+    warehouse: duckdb.DuckDBPyConnection, snapshots_dir: Path
+) -> WarehouseStamp | None:
+    """The stamp that vouches the warehouse ``warehouse`` is untouched since it was published
+    (or confirmed) as the current snapshot of ``snapshots_dir`` by this release, or None: what
+    that publish's checks found of it then still holds."""
+    live = current(snapshots_dir)
+    if live is None:
+        return None
+    release = f";{RELEASE}:{_release_digest()}"
+    database = _Database.in_use(warehouse)
+    return unchanged_since_stamp(snapshots_dir, live.path.name, database.path, release)
+
+
 def _release_digest() -> str:
     """A digest of what decides a snapshot's catalog: the SQL a publish runs beyond the
     warehouse's tables, the tables' own DDL, the tables whose rows are versioned, and the

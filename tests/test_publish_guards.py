@@ -18,7 +18,7 @@ from assets.resources import DataHome
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
 from ductwork.streams.model import Table
-from ductwork.streams.registry import MANUALS
+from ductwork.streams.registry import LEADS, MANUALS
 from tests.conftest import home_with_published_snapshot
 
 
@@ -98,6 +98,40 @@ def test_a_table_without_a_primary_key_has_its_null_and_repeated_keys_counted(
                           "INSERT INTO t VALUES ('a'), ('b')", ("k",))  # fmt: skip
     assert clean.passed
     assert clean.metadata["null_keys"].value == clean.metadata["repeated_keys"].value == 0
+
+
+def test_keys_without_a_primary_key_are_counted_unless_nothing_was_written_since_a_publish(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    """The lead list's table has no primary key. Right after a publish the warehouse is
+    untouched (its stamp says so): the keys the publish's checks counted still hold, and are
+    not counted again. Once a lead is written twice, they are counted, and the check fails."""
+    step = LEADS.steps[0]
+    key, rule = keys_unique_and_present(dg.AssetKey(step.asset), step.table)
+    settings = HomeSettings(home=tmp_path)
+    shutil.copyfile(HomeSettings(home=synced_home).warehouse_path, settings.warehouse_path)
+    resource = DuckDBResource(database=str(settings.warehouse_path))
+    with resource.get_connection() as con:
+        snapshots.publish(con, settings.snapshots_dir)
+
+    def check() -> dg.AssetCheckResult:
+        with ExitStack() as stack:
+            inputs = CheckInputs.standalone(key, resource, DataHome(path=str(tmp_path)), stack)
+            return evaluate(rule, inputs)
+
+    as_published = check()
+    with duckdb.connect(str(settings.warehouse_path)) as con:
+        con.execute("INSERT INTO leads SELECT * FROM leads LIMIT 1")
+    counted = check()
+
+    assert as_published.passed
+    assert as_published.metadata["keys_enforced_by"].value.startswith("the current snapshot's")
+    assert "repeated_keys" not in as_published.metadata
+    assert not counted.passed
+    assert counted.metadata["keys_enforced_by"].value == "this check (no primary key)"
+    assert counted.metadata["null_keys"].value == 0
+    assert counted.metadata["repeated_keys"].value == 1
+    assert counted.metadata["rows"].value == as_published.metadata["rows"].value + 1
 
 
 def run_key_check(
