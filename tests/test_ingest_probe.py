@@ -1,6 +1,6 @@
 """The ingest probe compares like with like: the landed design stores exactly the rows the
-sync's own code stores, and the table it weighs without a primary key has none. A unit test on
-in-memory databases (the probe's own setting)."""
+sync's own code stores, and the table it weighs with a primary key refuses a second copy. A unit
+test on in-memory databases (the probe's own setting)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.ingest_probe import (
     same_rows,
     sandbox_bodies,
     today,
-    without_key,
+    with_key,
 )
 
 
@@ -29,10 +29,10 @@ def test_the_landed_design_stores_the_same_rows_as_todays_code() -> None:
     assert not same_rows(ours, theirs)
 
 
-def test_the_unkeyed_table_takes_a_second_copy_of_a_record_the_keyed_one_refuses() -> None:
+def test_the_keyed_table_refuses_a_second_copy_of_a_record_the_ddls_table_takes() -> None:
     bodies = sandbox_bodies("small")[:10]
     keyed, unkeyed = fresh_table(), fresh_table()
-    without_key(unkeyed)
+    with_key(keyed)
     inserted(unkeyed, bodies + bodies)
     assert unkeyed.execute("SELECT count(*) FROM lead_details").fetchall() == [(20,)]
     inserted(keyed, bodies)
