@@ -303,8 +303,12 @@ def publish(
     staging = snapshots_dir / f"{STAGING_PREFIX}{version}{SUFFIX}"
     published_at = datetime.now(UTC)
     with _publishing(snapshots_dir):
-        # One transaction, rolled back when it fails: run again under a raised DuckDB limit
-        # when it runs out of memory, as the sync's writes are.
+        # From here on one thread: each of DuckDB's threads holds its own part of a join, and
+        # at large the recording's joins outgrew the sync's limit on two (raised, the run then
+        # peaked 40 MiB higher), while on one the publish took no longer at medium. The
+        # recording is one transaction: should it still run out of memory, it is rolled back
+        # and run again under a raised limit, as the sync's writes are.
+        warehouse.execute("SET threads = 1")
         with_memory_headroom(
             warehouse,
             lambda: record_publish(

@@ -254,7 +254,8 @@ def limit_connection(con: duckdb.DuckDBPyConnection, parallel: bool = False) -> 
     sets it as it opens the warehouse. A stream's step writes batches as Python parses the next
     pages: DuckDB's second thread only competed with the parser for the two cores (a medium
     full sync took about 7 % more CPU with it, 36.1 s against 33.7 s, and peaked higher). The
-    publish, which hashes and copies whole tables while nothing else runs, keeps every core.
+    publish, which hashes whole tables while nothing else runs, hashes on every core (and
+    records and copies on one, see ``snapshots.publish``).
     """
     # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a fixed
     # limit keeps the sync's memory flat as data grows (the setting's pattern admits nothing
