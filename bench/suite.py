@@ -5,7 +5,9 @@ every sync a whole ``uv run --frozen ductwork sync`` process on the data folder'
 disk, as users start it:
 
 1. full sync vs two fetch floors (``bench.fetch_floor``: aiohttp, the sync's own HTTP library,
-   and a minimal raw asyncio HTTP/1.1 client), interleaved, median of ``--runs``; these run
+   and a minimal raw asyncio HTTP/1.1 client) and the land-and-model floor (``bench.land_floor``:
+   the raw client's fetches landed in DuckDB and modelled in SQL), interleaved, median of
+   ``--runs``; these run
    against the replay upstream (``sandbox.replay``: the sandbox's answers recorded once, then
    written back from memory), so that on this machine's two cores the upstream costs a fraction
    of the client it answers, and requests it has no recording for are counted as misses;
@@ -215,6 +217,12 @@ def floor_command(url: str, client: str) -> list[str]:
             "--client", client]  # fmt: skip
 
 
+def land_floor_command(url: str, db: Path) -> list[str]:
+    """The land-and-model floor against ``url``, landing into the DuckDB file ``db``."""
+    return [sys.executable, "-m", "bench.land_floor", "--url", url, "--api-key", KEY,
+            "--db", str(db)]  # fmt: skip
+
+
 def running_cpu_s(pid: int, what: str) -> float:
     """The CPU time so far of a process that must still be running, ``what`` naming it."""
     spent = process_cpu_s(pid)
@@ -351,8 +359,12 @@ class Findings:
 
     raw_floor: dict[str, list[float]] = field(default_factory=dict)
     aiohttp_floor: dict[str, list[float]] = field(default_factory=dict)
+    # scale -> the land-and-model floor's seconds, per run, and each run's report (its parts'
+    # seconds and CPU seconds, what it landed and modelled)
+    land_floor: dict[str, list[float]] = field(default_factory=dict)
+    land_floor_reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     floor_requests: dict[str, int] = field(default_factory=dict)
-    # client ("raw", "aiohttp") -> the floor process's CPU seconds, and the upstream's (the
+    # client ("raw", "aiohttp", "land") -> the floor process's CPU seconds, and the upstream's (the
     # replay's), per run
     floor_cpu: dict[str, list[float]] = field(default_factory=dict)
     floor_upstream_cpu: dict[str, list[float]] = field(default_factory=dict)
@@ -374,7 +386,9 @@ class Findings:
     peer_requests: dict[str, int] = field(default_factory=dict)
     startup_floor: list[float] = field(default_factory=list)
     startup_floor_rss: list[int] = field(default_factory=list)
+    startup_floor_cpu: list[float] = field(default_factory=list)
     noop_run: list[float] = field(default_factory=list)
+    noop_run_cpu: list[float] = field(default_factory=list)
     no_change: list[SyncRun] = field(default_factory=list)
     changed: list[SyncRun] = field(default_factory=list)
     mutation: dict[str, int] = field(default_factory=dict)
@@ -446,13 +460,18 @@ class Suite:
         """A process started as the sync is, that only imports dagster and duckdb."""
         return measured(STARTUP_FLOOR, self.log, None, ROOT)
 
-    def noop_run(self, dagster_home: Path) -> float:
+    def noop_run(self, dagster_home: Path) -> Measured:
         """A Dagster run of one no-op asset on an instance set up as the sync's, started alike."""
-        return measured([*NOOP_RUN, str(dagster_home)], self.log, None, ROOT).seconds
+        return measured([*NOOP_RUN, str(dagster_home)], self.log, None, ROOT)
 
     def floor(self, up: UpstreamProcess, client: str) -> tuple[float, Measured, UpstreamCost]:
-        """The floor's own timing of its fetches, the whole process and the upstream's cost."""
-        command = floor_command(up.url, client)
+        """The floor's own timing of its work, the whole process and the upstream's cost;
+        ``client`` is a fetch floor's (``raw``, ``aiohttp``) or ``land``, the land-and-model
+        floor."""
+        if client == "land":
+            command = land_floor_command(up.url, self.work / "land-floor.duckdb")
+        else:
+            command = floor_command(up.url, client)
         result, cost = upstream_cost(up, lambda: measured(command, self.log))
         return result.report["seconds"], result, cost
 
@@ -467,19 +486,26 @@ class Suite:
             shutil.rmtree(folder, ignore_errors=True)
 
     def full_vs_floors(self, up: UpstreamProcess, runs: int, floors: bool) -> SyncRun:
-        """Interleaved: the raw floor, the aiohttp floor, a full sync; ``runs`` times, against
-        ``up`` (the replay at the first scale, the sandbox at large, without floors). Returns
-        the last full sync."""
+        """Interleaved: the raw floor, the aiohttp floor, the land-and-model floor, a full sync;
+        ``runs`` times, against ``up`` (the replay at the first scale, the sandbox at large,
+        without floors). Returns the last full sync."""
         replayed = isinstance(up, Replay)
         scale = up.scale
         found = self.found
         found.full[scale] = []
         for _ in range(runs):
             if floors:
-                for client, into in (("raw", found.raw_floor), ("aiohttp", found.aiohttp_floor)):
-                    with self.part(f"fetch floor, {client} ({scale})"):
+                kinds = (
+                    ("raw", found.raw_floor), ("aiohttp", found.aiohttp_floor),
+                    ("land", found.land_floor),
+                )  # fmt: skip
+                for client, into in kinds:
+                    name = "land-and-model floor" if client == "land" else f"fetch floor, {client}"
+                    with self.part(f"{name} ({scale})"):
                         seconds, process, cost = self.floor(up, client)
                     into.setdefault(scale, []).append(seconds)
+                    if client == "land":
+                        found.land_floor_reports.setdefault(scale, []).append(process.report)
                     found.floor_requests[scale] = cost.requests
                     found.floor_cpu.setdefault(client, []).append(process.cpu_s)
                     found.floor_upstream_cpu.setdefault(client, []).append(cost.cpu_s)
@@ -570,7 +596,10 @@ class Suite:
             floor = self.startup_floor()
             self.found.startup_floor.append(floor.seconds)
             self.found.startup_floor_rss.append(floor.peak_rss)
-            self.found.noop_run.append(self.noop_run(noop_home))
+            self.found.startup_floor_cpu.append(floor.cpu_s)
+            noop = self.noop_run(noop_home)
+            self.found.noop_run.append(noop.seconds)
+            self.found.noop_run_cpu.append(noop.cpu_s)
             self.found.no_change.append(self.sync(up, home))
         stats = up.stats()
         counts = {"assets_updated": stats["assets"] // 100, "leads_changed": stats["leads"] // 100}

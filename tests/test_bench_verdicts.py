@@ -230,3 +230,29 @@ def test_the_incremental_step_table_shows_a_step_only_a_run_after_a_change_repor
     assert rows[0] == "| serving_snapshot | 0.00 | 2.00 |"
     assert rows[1] == "| catalog | 0.21 | 0.20 |"
     assert len(rows) == 13  # every step, the eleven small ones too
+
+
+def test_the_land_floor_adds_a_dagster_runs_cpu_and_judges_nothing() -> None:
+    """The land-and-model floor is a reference: its rows and the least CPU ratio it leaves the
+    sync's design (its CPU plus a no-op Dagster run's beyond the start-up floor) are shown, and
+    no verdict is added for it."""
+    found = _floors_and_syncs(misses=[0, 0, 0])
+    found.land_floor = {"medium": [12.0, 13.0, 12.0]}
+    found.floor_cpu["land"] = [16.0, 17.0, 18.0]
+    found.land_floor_reports = {
+        "medium": [
+            {"fetch_land_s": 9.0, "model_s": 3.0, "fetch_land_cpu_s": 12.0, "model_cpu_s": 3.0}
+        ]
+        * 3
+    }
+    found.noop_run_cpu = [3.0, 3.5, 3.0]
+    found.startup_floor_cpu = [1.0, 1.0, 1.0]
+    verdicts, report = _verdicts(found)
+
+    assert not [figure for figure in verdicts if "land" in figure]
+    text = "\n".join(report.body)
+    assert "| land-and-model floor: the raw client, bodies landed in DuckDB" in text
+    assert "land-and-model floor / raw floor: CPU **2.12**, wall 1.50" in text  # 17 / 8, 12 / 8
+    # 17 + (3 - 1) = 19 s of CPU, against the raw floor's 8
+    assert "Land, model and that run: 19.0 s, **2.38 ×** the raw floor's CPU" in text
+    assert "| model in SQL, CPU s | 3.0 | 3.0 | 3.0 | 3.0 |" in text
