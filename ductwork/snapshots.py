@@ -267,7 +267,6 @@ def publish(
         stamp = unchanged_since_stamp(snapshots_dir, live.path.name, database.path, release)
         if stamp is not None:
             with _publishing(snapshots_dir):
-                _vouch_for(live)
                 file_modes.write_atomically(snapshots_dir / POINTER, live.path.name)
             return Publication(
                 live, copied=False, fingerprint=stamp.fingerprint, fingerprinted=False
@@ -294,7 +293,6 @@ def publish(
         with suppress(duckdb.Error):
             warehouse.execute("CHECKPOINT")
         with _publishing(snapshots_dir):
-            _vouch_for(live)
             file_modes.write_atomically(snapshots_dir / POINTER, live.path.name)
         _stamp(snapshots_dir, database.path, live, fingerprint)
         return Publication(live, copied=False, fingerprint=fingerprint)
@@ -365,13 +363,6 @@ def _write_change_files_and_checksum(
         checksum = pool.submit(snapshot_guard.checksum_of, staging)
         write_change_files(warehouse, snapshots_dir)
     snapshot_guard.write_checksum_text(final, checksum.result())
-
-
-def _vouch_for(live: Snapshot) -> None:
-    """Write the checksum of a snapshot this folder published before checksums were written
-    (a reader refuses a snapshot without one)."""
-    if not snapshot_guard.checksum_path(live.path).exists():
-        snapshot_guard.write_checksum(live.path)
 
 
 @dataclass(frozen=True)

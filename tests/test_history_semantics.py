@@ -373,32 +373,6 @@ def test_a_catalog_passes_the_publisher_s_shortcut_only_when_it_equals_the_publi
         assert snapshot_guard.drop_strays(con, published={}) == ["main.stray"]
 
 
-def test_a_warehouse_whose_feed_state_has_the_old_primary_key_loses_it_and_keeps_its_history(
-    tmp_path: Path,
-) -> None:
-    """A warehouse made before ``feed_state`` gave up its primary key (whose index could not be
-    built within the sync's memory limit at large scale): its next publish rebuilds the table
-    without it, and the feed goes on from the same history."""
-    mirror = Mirror(tmp_path)
-    mirror.con.execute("DROP TABLE history.feed_state")
-    mirror.con.execute(
-        "CREATE TABLE history.feed_state (stream VARCHAR NOT NULL, key VARCHAR NOT NULL, "
-        "record_hash UBIGINT NOT NULL, since BIGINT NOT NULL, PRIMARY KEY (stream, key))"
-    )
-    mirror.put(1, '{"relationshipId": 1}')
-    mirror.put(2, '{"relationshipId": 2}')
-    mirror.publish()
-    _, token = mirror.walk(None)
-    keyed = "SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'feed_state'"
-    assert mirror.con.execute(keyed).fetchall() == [(0,)]
-    mirror.put(2, '{"relationshipId": 2, "changed": true}')
-    mirror.publish()
-    changes, _ = mirror.walk(token)
-    assert [(c.op, c.key) for c in changes] == [("upsert", "2")]
-    rows = "SELECT key, since FROM history.feed_state ORDER BY key"
-    assert mirror.con.execute(rows).fetchall() == [("1", 1), ("2", 2)]
-
-
 def test_the_feed_reads_its_publish_s_records_by_row_exactly_as_the_as_of_macro_gives_them(
     tmp_path: Path,
 ) -> None:

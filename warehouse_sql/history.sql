@@ -87,18 +87,6 @@ SELECT id FROM history.mirror LIMIT 1;
 -- name: set_mirror_id
 INSERT INTO history.mirror VALUES (?);
 
--- name: feed_state_keyed
--- Whether the warehouse's `feed_state` still has the primary key its first version had.
-SELECT count(*) > 0 FROM duckdb_constraints()
-WHERE database_name = current_database() AND schema_name = 'history'
-  AND table_name = 'feed_state' AND constraint_type = 'PRIMARY KEY';
-
--- name: feed_state_unkey
--- Rebuild `feed_state` without that key (DuckDB cannot drop a constraint), rows unchanged.
-CREATE TABLE history.feed_state_unkeyed AS SELECT * FROM history.feed_state;
-DROP TABLE history.feed_state;
-ALTER TABLE history.feed_state_unkeyed RENAME TO feed_state;
-
 -- name: feed_now
 -- A stream's records now (the temp table `feed_now`, from its `feed` statement), against its
 -- recorded state: every key whose record is new, changed or gone, logged as changed by this

@@ -125,7 +125,6 @@ def record_publish(
         con.execute("BEGIN TRANSACTION")
         try:
             _follow_live_history(con, live is not None)
-            _unkey_feed_state(con)
             seq = _next_seq(con)
             _ensure_mirror_id(con)
             if erase is not None:
@@ -163,13 +162,6 @@ def record_publish(
         if live is not None:
             con.execute(f"DETACH {PREVIOUS}")
     return Recorded(seq, changes)
-
-
-def _unkey_feed_state(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the primary key of a warehouse's ``feed_state`` made before it was given up (see
-    its DDL in ``warehouse_sql/history.sql``)."""
-    if con.execute(section("history", "feed_state_keyed")).fetchall()[0][0]:
-        con.execute(section("history", "feed_state_unkey"))
 
 
 def _next_seq(con: duckdb.DuckDBPyConnection) -> int:

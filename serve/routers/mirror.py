@@ -42,10 +42,11 @@ JSON = "application/json"
 MAX_WAIT_S = 60
 CHANGES_MEMBER = b',"changes":['  # what a JSON page's entries follow
 router = APIRouter(prefix=PREFIX, tags=["mirror"], responses=MIRROR_ERRORS)
+# The streams by name, for the busiest paths (``serve.fast_answers`` looks them up too).
 STREAM_NAMES = {stream.name: stream for stream in STREAMS}
 
 
-def stream_named(name: str) -> Stream:
+def stream_or_404(name: str) -> Stream:
     """The stream of that name; 404 (a Problem) otherwise."""
     found = STREAM_NAMES.get(name)
     if found is None:
@@ -83,7 +84,7 @@ async def changes(
     limit: Annotated[str | None, Query(description="Changes per page, 1 to 10000.")] = None,
     wait: Annotated[str | None, Query(description="Seconds to hold, 0 to 60.")] = None,
 ) -> Response:
-    found = stream_named(stream)
+    found = stream_or_404(stream)
     require_scope(key, found)
     size = read_int("limit", limit, feed.DEFAULT_LIMIT, 1, feed.MAX_LIMIT)
     hold_s = read_int("wait", wait, 0, 0, MAX_WAIT_S)
