@@ -4,7 +4,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: install test lint test-packages demo dev bench clean soak
+.PHONY: install test lint test-packages demo dev bench clean soak docs
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -44,8 +44,11 @@ demo: install ## Sandbox upstream -> sync -> DuckDB -> read API, and the Dagster
 bench: install ## Benchmarks at medium and large scale against a floor, a peer and a ceiling (bench/RESULTS.md)
 	$(RUN) --group bench python -m bench.suite $(BENCH_ARGS)
 
+docs: install ## The documentation site from docs/ into site/ (strict: a broken link or an unlisted page fails)
+	NO_MKDOCS_2_WARNING=1 $(RUN) mkdocs build --strict
+
 dev: install ## The Dagster UI on DUCTWORK_HOME's instance
 	$(RUN) ductwork dev
 
 clean:
-	rm -rf .venv .tools .ductwork .pytest_cache .ruff_cache
+	rm -rf .venv .tools .ductwork .pytest_cache .ruff_cache site

@@ -317,7 +317,7 @@ def upstream_cost(up: UpstreamProcess, run: Any) -> tuple[Any, UpstreamCost]:
 # ----------------------------------------------------------------------------- the parts
 
 UV = shutil.which("uv") or str(HERE.parent / ".tools" / "bin" / "uv")
-# How users start ductwork (README: "All through `uv run ductwork ...`"; the Makefile's RUN):
+# How users start ductwork (docs/commands.md: `uv run ductwork ...`; the Makefile's RUN):
 # the launcher's own cost is part of what they wait for, and the start-up floor is started
 # the same way, so it is in both sides of that ratio.
 LAUNCH = [UV, "run", "--frozen"]

@@ -249,8 +249,22 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--format", choices=["table", "json"], default="table")
     diff.set_defaults(run=_diff)
 
-    docs = sub.add_parser("docs", help="Write the data dictionary from the current snapshot.")
-    docs.add_argument("--out", type=Path, default=Path("docs/data-dictionary.md"))
+    docs = sub.add_parser(
+        "docs", help="Write the data dictionary from the current snapshot, or the settings page."
+    )
+    docs.add_argument(
+        "--page",
+        choices=["dictionary", "settings"],
+        default="dictionary",
+        help="dictionary (from the current snapshot's catalog) or settings (from the settings "
+        "model)",
+    )
+    docs.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default: docs/data-dictionary.md or docs/settings.md",
+    )
     _force_option(docs)
     docs.set_defaults(run=_docs)
 
@@ -473,9 +487,14 @@ def _diff(options: argparse.Namespace) -> int:
 
 
 def _docs(options: argparse.Namespace) -> int:
-    from pipelines.data_dictionary import write_dictionary
+    if options.page == "settings":
+        from pipelines.settings_page import PAGE, write_settings_page
 
-    return write_dictionary(load(HomeSettings).snapshots_dir, options.out, force=options.force)
+        return write_settings_page(options.out or PAGE, force=options.force)
+    from pipelines.data_dictionary import PAGE, write_dictionary
+
+    out = options.out or PAGE
+    return write_dictionary(load(HomeSettings).snapshots_dir, out, force=options.force)
 
 
 def _export(options: argparse.Namespace) -> int:

@@ -8,14 +8,18 @@ from pathlib import Path
 from ductwork import file_modes, output_files, snapshots
 from pipelines.snapshot_catalog import Relation, describe
 
+PAGE = Path("docs/data-dictionary.md")
+
 
 def _cell(text: str | None) -> str:
     """Text fit for a Markdown table cell."""
     return (text or "").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
 
 
-def render(relations: list[Relation], version: str) -> str:
-    """The data dictionary: an index of every table and view, then each one's columns."""
+def render(relations: list[Relation]) -> str:
+    """The data dictionary: an index of every table and view, then each one's columns. It
+    holds the schema alone (no row counts, no snapshot version), so that every snapshot of
+    one release writes the same page."""
     lines = [
         "# Data dictionary",
         "",
@@ -23,21 +27,16 @@ def render(relations: list[Relation], version: str) -> str:
         "`duckdb_tables()`, `duckdb_views()` and `duckdb_columns()`); the text is the `COMMENT ON` "
         "of each table, view and column in `warehouse_sql/`. Edit those, not this file.",
         "",
-        f"Snapshot `{version}`.",
-        "",
-        "| name | kind | rows | description |",
-        "| --- | --- | ---: | --- |",
+        "| name | kind | description |",
+        "| --- | --- | --- |",
     ]
-    lines += [
-        f"| [`{r.name}`](#{r.name}) | {r.kind} | {r.rows:,} | {_cell(r.comment)} |"
-        for r in relations
-    ]
+    lines += [f"| [`{r.name}`](#{r.name}) | {r.kind} | {_cell(r.comment)} |" for r in relations]
     for relation in relations:
         lines += [
             "",
             f"## {relation.name}",
             "",
-            f"{relation.kind.capitalize()}, {relation.rows:,} rows. {_cell(relation.comment)}",
+            f"{relation.kind.capitalize()}. {_cell(relation.comment)}",
             "",
             "| column | type | nullable | description |",
             "| --- | --- | --- | --- |",
@@ -54,13 +53,13 @@ def write_dictionary(snapshots_dir: Path, out: Path, force: bool = False) -> int
     """Write the current snapshot's data dictionary to ``out``, a new file unless ``force``
     lets it replace a regular one (``ductwork.output_files``); returns an exit code."""
     try:
-        snap, con = snapshots.open_current(snapshots_dir)
+        _, con = snapshots.open_current(snapshots_dir)
     except FileNotFoundError as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
     file_modes.current().make_private_dir(out.parent)
     with con, output_files.new_file(out, force) as sink:
         relations = describe(con)
-        sink.write(render(relations, snap.version).encode("utf-8"))
+        sink.write(render(relations).encode("utf-8"))
     print(f"wrote {out} ({len(relations)} tables and views)")
     return 0

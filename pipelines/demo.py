@@ -55,9 +55,14 @@ def run_demo(options: argparse.Namespace) -> int:
     api_url = f"http://{HOST}:{options.api_port}"
 
     def demo(group: ProcessGroup) -> int:
-        print(f"[demo] object store (moto S3 server) on {s3_url}, bucket {BUCKET}")
+        # The emulator logs a line per request (one per manual put in the bucket below): to
+        # a file, so that the demo's first screen is its own.
+        moto_log = home.home / "demo-object-store.log"
+        print(f"[demo] object store (moto S3 server) on {s3_url}, bucket {BUCKET}; log {moto_log}")
         moto = group.start(
-            [installed_command("moto_server"), "-H", HOST, "-p", str(options.s3_port)], env
+            [installed_command("moto_server"), "-H", HOST, "-p", str(options.s3_port)],
+            env,
+            output=moto_log,
         )
         wait_until_answering(s3_url, moto)
         _seed_bucket(s3_url, options.seed)

@@ -16,6 +16,7 @@ from types import FrameType
 
 import httpx
 
+from ductwork import file_modes
 from ductwork.ports import in_use
 from ductwork.run_worker import proc_stat
 
@@ -91,15 +92,31 @@ class ProcessGroup(AbstractContextManager["ProcessGroup"]):
         if not self._stopping:
             raise Stopped(signum)
 
-    def start(self, command: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start ``command`` in a new session, with default signal handling."""
-        # Blocked so that a stop signal cannot land between the fork and the bookkeeping,
-        # which would leave a child that stop_all does not know about.
-        with _stop_signals_blocked():
-            child = subprocess.Popen(
-                list(command), env=env, start_new_session=True, preexec_fn=_default_signals
-            )
-            self._children.append(child)
+    def start(
+        self,
+        command: Sequence[str],
+        env: dict[str, str] | None = None,
+        output: Path | None = None,
+    ) -> subprocess.Popen:
+        """Start ``command`` in a new session, with default signal handling. Its output and
+        errors go to this process's, or, given ``output``, are appended to that file (made
+        with the data folder's file mode)."""
+        sink = None
+        if output is not None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+            sink = os.open(output, flags, file_modes.current().file_mode)
+        try:
+            # Blocked so that a stop signal cannot land between the fork and the bookkeeping,
+            # which would leave a child that stop_all does not know about.
+            with _stop_signals_blocked():
+                child = subprocess.Popen(
+                    list(command), env=env, start_new_session=True,
+                    preexec_fn=_default_signals, stdout=sink, stderr=sink,
+                )  # fmt: skip
+                self._children.append(child)
+        finally:
+            if sink is not None:
+                os.close(sink)
         return child
 
     def stop_all(self, grace_s: float | None = None) -> None:

@@ -1,7 +1,8 @@
-"""The README's "Adding a stream" holds: a copy of the checkout gets a new stream in the registry
-(its declaration and its SQL) and in the sandbox alone, and every command a user runs picks it
-up: ``ductwork sync --help`` lists it, ``ductwork sync`` syncs it, ``ductwork serve`` answers
-its path, ``ductwork docs`` documents its table, and the Dagster UI shows it in its asset graph.
+"""The documentation's "Adding a stream" (``docs/adding-a-stream.md``) holds: a copy of the
+checkout gets a new stream in the registry (its declaration and its SQL) and in the sandbox
+alone, and every command a user runs picks it up: ``ductwork sync --help`` lists it, ``ductwork
+sync`` syncs it, ``ductwork serve`` answers its path, ``ductwork docs`` documents its table,
+and the Dagster UI shows it in its asset graph.
 
 Everything runs as processes from the copy (``PYTHONPATH`` and the working folder point at it),
 the sandbox included, so the copy's code is what runs.
@@ -30,7 +31,7 @@ from tests.helpers.serve_process import serving_process
 
 PATH = "/internal/v1.0/products/warranty-terms"
 UI_START_LIMIT_S = 240.0
-# The three changes the README walks through, in its words.
+# The three changes the page walks through, in its words.
 DECLARATION = """
 
 WARRANTY_TERMS_PATH = f"{paths.INTERNAL_PREFIX}/products/warranty-terms"
@@ -113,7 +114,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def copy_with_a_new_stream(copy: Path) -> None:
-    """The checkout's files, with the README's three changes made."""
+    """The checkout's files, with the page's three changes made."""
     ignored = shutil.ignore_patterns(
         ".git", ".venv", ".tools", ".ductwork", "__pycache__", ".pytest_cache", ".ruff_cache"
     )

@@ -1,4 +1,5 @@
-"""The README's first command: ``ductwork demo`` (what ``make demo`` runs) as a person uses it."""
+"""The README's first command: ``ductwork demo`` (what ``make demo`` runs) as a person uses it,
+and the lines the README and the documentation give to paste against it."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def test_demo_prints_a_curl_line_that_answers_real_records_and_stops_everything(
             assert line, "the demo exited before printing its curl line:\n" + "".join(printed)
             printed.append(line)
         curl = next(line.strip() for line in printed if line.strip().startswith("curl "))
+        # The object store's access log (a line per request) goes to a file, not the screen.
+        assert not [line for line in printed if '" 200 ' in line or "HTTP/1.1" in line]
         answer = subprocess.run(
             [*shlex.split(curl), "--silent", "--show-error", "--max-time", "30"],
             capture_output=True, text=True, timeout=60, check=True,
@@ -51,7 +54,8 @@ def test_demo_prints_a_curl_line_that_answers_real_records_and_stops_everything(
         assert all(record["sku"] and record["_links"]["self"]["href"] for record in body["data"])
 
         key = next(line.split()[-1] for line in printed if line.strip().startswith("API key"))
-        readme_block_runs_against_the_demo(f"http://127.0.0.1:{api}", key)
+        memory_page_block_runs_against_the_demo(f"http://127.0.0.1:{api}", key)
+        readme_tour_query_runs_against_the_demo(tmp_path / "home")
 
         ui_line = next(line for line in printed if line.strip().startswith("Dagster UI"))
         ui_url = ui_line.split()[2]
@@ -73,13 +77,13 @@ def test_demo_prints_a_curl_line_that_answers_real_records_and_stops_everything(
         raise AssertionError(f"something still listens on port {port} after the demo stopped")
 
 
-def readme_block_runs_against_the_demo(api_url: str, key: str) -> None:
-    """The README's "Try it against make demo" lines, pasted as they are but for the demo's
-    URL and key, each curl failing on an HTTP error."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    heading = readme.index("### Try it against `make demo`")
-    start = readme.index("```bash\n", heading) + len("```bash\n")
-    block = readme[start : readme.index("```", start)]
+def memory_page_block_runs_against_the_demo(api_url: str, key: str) -> None:
+    """The "Try it against make demo" lines of ``docs/memory.md``, pasted as they are but for
+    the demo's URL and key, each curl failing on an HTTP error."""
+    page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
+    heading = page.index("## Try it against `make demo`")
+    start = page.index("```bash\n", heading) + len("```bash\n")
+    block = page[start : page.index("```", start)]
     first, rest = block.split("\n", 1)
     assert first.startswith("API=") and "KEY=" in first
     script = "\n".join([
@@ -94,3 +98,19 @@ def readme_block_runs_against_the_demo(api_url: str, key: str) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert '"changes":[' in done.stdout and "memento-datetime" in done.stdout.lower()
+
+
+def readme_tour_query_runs_against_the_demo(home: Path) -> None:
+    """The README's tour query, pasted as it is but for the demo's data folder (the demo's own
+    is ``.ductwork/demo``; this one runs in the test's folder)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    heading = readme.index("## A short tour")
+    start = readme.index("```bash\n", heading) + len("```bash\n")
+    line = readme[start : readme.index("```", start)].strip()
+    assert line.startswith("DUCTWORK_HOME=.ductwork/demo ")
+    line = line.replace(".ductwork/demo", shlex.quote(str(home)), 1)
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "status" in done.stdout and "count" in done.stdout

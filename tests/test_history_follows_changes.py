@@ -111,7 +111,7 @@ def test_the_streams_that_follow_the_change_are_the_ones_this_module_changes() -
 
 
 def test_only_a_stream_whose_records_are_rows_of_one_table_follows_that_table_s_changes() -> None:
-    # The README's rule for ``changed_keys``: a key it leaves out whose record did change
+    # The rule for ``changed_keys`` (docs/memory.md): a key it leaves out whose record did change
     # would be missing from the feed, so it is declared only where every record is one row of
     # one table, and it takes its keys from that table's changes.
     for stream in STREAMS:

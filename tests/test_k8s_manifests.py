@@ -1,4 +1,5 @@
-"""The Kubernetes files under deploy/k8s hold what README.md's "Running on Kubernetes" says.
+"""The Kubernetes files under deploy/k8s hold what "Running on Kubernetes"
+(``docs/kubernetes.md``) says.
 
 Every manifest is checked against the Kubernetes schemas (kubernetes-validate's bundled ones,
 offline, rejecting unknown fields); the Helm values file is no manifest and is checked against

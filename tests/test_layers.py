@@ -1,4 +1,4 @@
-"""Imports between the top-level folders run one way (the README's layout section)."""
+"""Imports between the top-level folders run one way (docs/architecture.md, its layout)."""
 
 from __future__ import annotations
 

@@ -233,9 +233,9 @@ def test_updated_after_walks_that_need_no_ids_keep_none_and_say_so_when_asked(
     assert keyset.records == 90 and keyset.ids is None and keyset.last == report.last
 
 
-def test_the_readme_shows_the_paging_the_leads_and_the_digital_assets_declare() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("#### A list that pages", 1)[1]
+def test_the_docs_show_the_paging_the_leads_and_the_digital_assets_declare() -> None:
+    page = Path(__file__).parent.parent / "docs" / "adding-a-stream.md"
+    section = page.read_text(encoding="utf-8").split("## A list that pages", 1)[1]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     leads, assets = block[1].split("DIGITAL_ASSET_PAGING = ")

@@ -27,7 +27,7 @@ from tests.helpers.serve_process import serving_process
 from tests.helpers.sync import mutate
 
 WORKERS = 2
-SERVED_WITHIN_S = 1.0  # after ``ductwork sync`` exits, what README promises
+SERVED_WITHIN_S = 1.0  # after ``ductwork sync`` exits, what docs/read-api.md promises
 # Each request opens a new connection, which the kernel hands to whichever worker accepts it
 # first; past this many without every worker answering, the test fails rather than loop.
 MAX_CONNECTIONS = 200

@@ -2,7 +2,7 @@
 service spec lists them. Assets, jobs, schedules, freshness, checks, CLI options, serving and
 the data dictionary all derive from ``STREAMS``.
 
-To add a stream, see the README's "Adding a stream".
+To add a stream, see docs/adding-a-stream.md.
 """
 
 from __future__ import annotations
