@@ -19,7 +19,7 @@ from ductwork.heap import keep_heap_compact
 from ductwork.settings import HomeSettings, ImageSettings, S3Settings, UpstreamTuning, load
 from ductwork.upstream.client import RetryRules, UpstreamClient
 from ductwork.upstream.image_policy import ImagePolicy
-from ductwork.warehouse.loading import prepare_connection
+from ductwork.warehouse.opening import prepare_connection
 
 _TUNING = UpstreamTuning.model_fields
 # Attempts of one S3 request, the first included (dagster-aws's default).

@@ -22,9 +22,8 @@ from assets.resources import ObjectStore, UpstreamResource, open_warehouse
 from ductwork.contract.paths import Family
 from ductwork.keys import SCOPE_OF
 from ductwork.settings import SyncSettings, load
-from ductwork.streams.model import Mode
 from ductwork.streams.registry import STREAMS, Step, Stream
-from ductwork.sync.context import RunOptions, SyncContext
+from ductwork.sync.context import Mode, RunOptions, SyncContext
 
 
 def group_of(family: Family) -> str:

@@ -67,8 +67,8 @@ from bench.suite import (
     start_object_store,
     upstream,
 )
-from ductwork.warehouse.loading import limit_connection
 from ductwork.warehouse.memory_headroom import with_memory_headroom
+from ductwork.warehouse.opening import limit_connection
 from pipelines.processes import ProcessGroup
 from sandbox.recorded_answers import read_recording
 

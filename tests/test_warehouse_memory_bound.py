@@ -15,7 +15,7 @@ import duckdb
 
 from ductwork.settings import SyncSettings, load
 from ductwork.snapshots import write_ahead_log
-from ductwork.warehouse.loading import prepare_connection
+from ductwork.warehouse.opening import prepare_connection
 
 BATCH_ROWS = 10_000  # far below a row group, so each insert goes through the log
 BATCHES = 24  # about 170 MB committed in all: past the sync's default limit of 64 MB

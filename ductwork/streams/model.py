@@ -23,13 +23,6 @@ if TYPE_CHECKING:
     from ductwork.sync.context import StepResult, SyncContext
 
 
-class Mode(StrEnum):
-    """How a run reads a stream."""
-
-    INCREMENTAL = "incremental"  # from the stream's resume point on
-    RECONCILE = "reconcile"  # a full listing: deletions found, everything re-read
-
-
 @dataclass(frozen=True)
 class Cadence:
     """When a stream is synced, and how stale it may get before Dagster flags it.

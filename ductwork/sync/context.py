@@ -11,12 +11,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 import duckdb
 
 from ductwork.contract.encoding import parse_received_datetime
-from ductwork.streams.model import Mode
 from ductwork.upstream.client import RequestStats, UpstreamClient
 
 T = TypeVar("T")
@@ -43,6 +43,13 @@ class Bucket(Protocol):
     def object_url(self, key: str) -> str:
         """The path-style URL of an object."""
         ...
+
+
+class Mode(StrEnum):
+    """How a run reads a stream."""
+
+    INCREMENTAL = "incremental"  # from the stream's resume point on
+    RECONCILE = "reconcile"  # a full listing: deletions found, everything re-read
 
 
 @dataclass(frozen=True)

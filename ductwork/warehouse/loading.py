@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ductwork.contract.encoding import dumps, parse_received_datetime
-from ductwork.settings import SyncSettings, load
 from ductwork.streams.model import Table
 from ductwork.warehouse.columns import Columns, pyarrow_without_pandas
 from ductwork.warehouse.memory_headroom import with_memory_headroom
-from ductwork.warehouse.schema import schema_sql
 from ductwork.warehouse.sync_state import CONTENT, DRIFT, read_state, write_state
 from warehouse_sql import fill, quote_identifier, section
 
@@ -214,51 +210,3 @@ def _replace_once(
     except BaseException:
         con.execute("ROLLBACK")
         raise
-
-
-# Where the digest of the DDL last applied is kept, in ``sync_state``.
-SCHEMA_KEY = "warehouse.schema"
-
-
-@cache
-def _schema() -> tuple[str, dict[str, str]]:
-    ddl = schema_sql()
-    return ddl, {"digest": hashlib.blake2b(ddl.encode(), digest_size=16).hexdigest()}
-
-
-def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Apply the DDL unless this very DDL was applied before: every step opens the warehouse,
-    and comparing digests costs far less than running every idempotent statement again."""
-    ddl, digest = _schema()
-    try:
-        if read_state(con, SCHEMA_KEY) == digest:
-            return
-    except duckdb.CatalogException:  # a new warehouse: no sync_state yet
-        pass
-    con.execute(ddl)
-    write_state(con, SCHEMA_KEY, digest)
-
-
-def prepare_connection(con: duckdb.DuckDBPyConnection, parallel: bool = False) -> None:
-    """Set the sync's limits (``limit_connection``) and put every table of the schema in
-    place."""
-    limit_connection(con, parallel)
-    _ensure_schema(con)
-
-
-def limit_connection(con: duckdb.DuckDBPyConnection, parallel: bool = False) -> None:
-    """Set the sync's memory limit; DuckDB works on one thread unless ``parallel`` (then on as
-    many as it has cores).
-
-    The database's thread count is shared by every connection of the process, so each step
-    sets it as it opens the warehouse. A stream's step writes batches as Python parses the next
-    pages: DuckDB's second thread only competed with the parser for the two cores (a medium
-    full sync took about 7 % more CPU with it, 36.1 s against 33.7 s, and peaked higher). The
-    publish, which hashes whole tables while nothing else runs, hashes on every core (and
-    records and copies on one, see ``snapshots.publish``).
-    """
-    # DuckDB's own default (80 % of RAM) lets its buffers grow with the warehouse; a fixed
-    # limit keeps the sync's memory flat as data grows (the setting's pattern admits nothing
-    # but a number and a unit, so it is safe to place in the statement).
-    con.execute(f"SET memory_limit = '{load(SyncSettings).warehouse_memory_limit}'")
-    con.execute("RESET threads" if parallel else "SET threads = 1")

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import duckdb
 
+from ductwork.streams.registry import STREAMS
 from warehouse_sql import SHARED_FILES, read_sql, section, stream_section
 
 
 def _stream_files() -> list[str]:
-    # Imported here: the registry imports the readers, which write through this package.
-    from ductwork.streams.registry import STREAMS
-
     return [stream.sql for stream in STREAMS]
 
 
