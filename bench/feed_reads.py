@@ -35,6 +35,7 @@ import httpx
 
 from bench.suite import SERVE_UNDER_LOAD, create_key
 from ductwork import snapshots
+from ductwork.history import change_file_names
 from ductwork.history.change_files import write_change_files
 from ductwork.settings import HomeSettings
 from pipelines.processes import ProcessGroup, wait_until_answering
@@ -115,13 +116,15 @@ def prepare(home: Path, work: Path) -> dict[str, Path]:
     folder = HomeSettings(home=home).snapshots_dir
     published = snapshots.current(folder)
     assert published is not None, "the data folder has no published snapshot"
-    names = [p.name for p in folder.glob(f"{snapshots.CHANGES_PREFIX}{published.version}.*")]
+    names = [
+        p.name for p in folder.glob(f"{change_file_names.CHANGES_PREFIX}{published.version}.*")
+    ]
     if not names:
         with duckdb.connect(str(published.path), read_only=True) as con:
             write_change_files(con, folder)
     bare = work / "without-change-files"
     shutil.copytree(home, bare, copy_function=os.link)
-    for path in HomeSettings(home=bare).snapshots_dir.glob(f"{snapshots.CHANGES_PREFIX}*"):
+    for path in HomeSettings(home=bare).snapshots_dir.glob(f"{change_file_names.CHANGES_PREFIX}*"):
         path.unlink()
     return {SIDES[0]: bare, SIDES[1]: home}
 
@@ -137,14 +140,14 @@ def write_times(home: Path, work: Path) -> dict[str, float]:
         for name, where in (("carried on", work / "carried"), ("from the log", work / "logged")):
             where.mkdir()
             if name == "carried on":
-                for path in folder.glob(f"{snapshots.CHANGES_PREFIX}*"):
+                for path in folder.glob(f"{change_file_names.CHANGES_PREFIX}*"):
                     os.link(path, where / path.name)
-                for path in where.glob(f"{snapshots.CHANGES_PREFIX}{published.version}.*"):
+                for path in where.glob(f"{change_file_names.CHANGES_PREFIX}{published.version}.*"):
                     path.unlink()  # the current publish's: written anew
             started = time.perf_counter()
             write_change_files(con, where)
             found[name] = time.perf_counter() - started
-    mine = folder.glob(f"{snapshots.CHANGES_PREFIX}{published.version}.*")
+    mine = folder.glob(f"{change_file_names.CHANGES_PREFIX}{published.version}.*")
     found["size MiB"] = sum(path.stat().st_size for path in mine) / 2**20
     found["snapshot MiB"] = published.path.stat().st_size / 2**20
     return found

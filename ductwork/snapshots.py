@@ -33,6 +33,7 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes, snapshot_guard
+from ductwork.history.change_file_names import CHANGES_PARTIAL, CHANGES_PREFIX
 from ductwork.history.recording import (
     Erase,
     as_of_macro,
@@ -71,11 +72,6 @@ RELEASE = "publish-sql"
 RECORDS_PREFIX = ".records-"
 RECORDS_PARTIAL = ".partial"
 RECORDS_LOCK = ".records.lock"
-# Every publish writes, beside its snapshot, each stream's change file
-# (``ductwork.history.change_files``): ``.changes-<version>.<stream>``, first as
-# ``.changes-<random>.partial``. Named here, so that ``prune`` removes them with their snapshots.
-CHANGES_PREFIX = ".changes-"
-CHANGES_PARTIAL = ".partial"
 
 
 @dataclass(frozen=True)
@@ -106,12 +102,6 @@ def record_file_name(snapshot: Path, table: str) -> str:
     info = snapshot.stat()
     identity = f"{snapshot.name}|{info.st_ino}|{info.st_mtime_ns}|{info.st_size}|{table}"
     return RECORDS_PREFIX + hashlib.sha256(identity.encode()).hexdigest()[:32]
-
-
-def change_file_name(version: str, stream: str) -> str:
-    """The name of the change file of ``stream`` written by the publish of ``version``, beside
-    its snapshot."""
-    return f"{CHANGES_PREFIX}{version}.{stream}"
 
 
 def record_file_names(snapshot: Path) -> set[str]:

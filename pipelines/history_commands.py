@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ductwork import snapshots
 from ductwork.contract.encoding import format_datetime
-from ductwork.history import feed
+from ductwork.history import feed, feed_entries, feed_queries
 from ductwork.history.diff import StreamDiff, diff_stream
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
 from ductwork.streams.model import Stream
@@ -66,7 +66,7 @@ def run_diff(
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
     with con:
-        kept = feed.publishes(con)
+        kept = feed_queries.publishes(con)
         try:
             start = publish_at(kept, parse_instant(before))
             end = publish_at(kept, parse_instant(after))
@@ -97,9 +97,9 @@ def run_diff(
 
 def _reaching(
     streams: list[Stream],
-    kept: list[feed.Publish],
+    kept: list[feed_entries.Publish],
     horizons: dict[str, int],
-    start: feed.Publish,
+    start: feed_entries.Publish,
 ) -> list[Stream]:
     """The streams whose history reaches back to ``start``; each other one (kept shorter than
     the rest, ``DUCTWORK_HISTORY_DAYS_<STREAM>``) is named on stderr and left out."""

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ductwork import file_modes, output_files, snapshots, sync_times
-from ductwork.history.feed import publishes
+from ductwork.history.feed_queries import publishes
 from ductwork.streams.registry import LEADS
 from warehouse_sql import section, stream_section
 

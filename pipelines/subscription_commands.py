@@ -7,7 +7,7 @@ import sys
 import time
 
 from ductwork import snapshots
-from ductwork.history import feed
+from ductwork.history import feed, feed_queries
 from ductwork.notifications.delivery import head_seq, pending, tell_now
 from ductwork.notifications.subscriptions import SubscriptionError, SubscriptionStore
 from ductwork.settings import HomeSettings, NotificationSettings, load
@@ -83,7 +83,7 @@ def replay(name: str, since: str) -> int:
             raise UsageError(f"--since is not a token of this mirror ({exc})") from None
         if position.stream not in subscription.streams:
             raise UsageError(f"--since is a token of {position.stream!r}, not subscribed to")
-        kept = feed.publishes(con)
+        kept = feed_queries.publishes(con)
         start = position.since or 0
         if kept and start < kept[0].seq:
             print(f"changes before publish {kept[0].version} are no longer kept", file=sys.stderr)

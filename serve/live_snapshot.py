@@ -29,7 +29,9 @@ from pathlib import Path
 
 from ductwork import serving_workers, snapshot_guard, snapshots, sync_times
 from ductwork.history.change_files import ChangeFiles
-from ductwork.history.feed import Publish, horizons, mirror_id, publishes
+from ductwork.history.feed import horizons, mirror_id
+from ductwork.history.feed_entries import Publish
+from ductwork.history.feed_queries import publishes
 from ductwork.history.walks import WalkListings
 from ductwork.snapshot_store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving

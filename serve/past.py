@@ -36,7 +36,8 @@ from ductwork.contract.errors import (
     unauthorized,
 )
 from ductwork.contract.paths import PIM_IMAGE_SYNC, Family, family_of
-from ductwork.history.feed import Publish, kept_for
+from ductwork.history.feed import kept_for
+from ductwork.history.feed_entries import Publish
 from ductwork.history.past import BadInstant, BeforeHistory, parse_instant, publish_at
 from ductwork.keys import ApiKey, grants, lacking
 from ductwork.streams.registry import OPEN_PATHS, stream_serving

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ductwork import file_modes, snapshot_guard, snapshots
 from ductwork.erasure import local_files
-from ductwork.history.feed import Publish
+from ductwork.history.feed_entries import Publish
 from ductwork.history.past import rebuild
 from serve.erasures import Erasures
 from serve.live_snapshot import ServingState, load_state

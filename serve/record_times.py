@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from ductwork.arrow_strings import StringSequence
-from ductwork.history.feed import Publish, records_since
+from ductwork.history.feed import records_since
+from ductwork.history.feed_entries import Publish
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import served_as
 from warehouse_sql import section

@@ -23,7 +23,7 @@ import duckdb
 import pytest
 
 from ductwork import serving_workers, snapshots
-from ductwork.history import feed
+from ductwork.history import feed, feed_entries
 from ductwork.notifications.delivery import (
     MAX_PARALLEL,
     Notification,
@@ -403,7 +403,7 @@ def test_a_subscriber_behind_the_history_kept_is_told_from_its_own_position_whic
     with snapshot:
         mirror = feed.mirror_id(snapshot)
 
-        def read_since(note: Notification) -> list[feed.Change]:
+        def read_since(note: Notification) -> list[feed_entries.Change]:
             assert note.since is not None
             position = feed.decode_token(note.since, mirror)
             return feed.read_page(snapshot, PAIRINGS.name, PAIRINGS.sql, position, 100).changes

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 from ductwork import snapshots
-from ductwork.history import feed
+from ductwork.history import change_file_names, feed, feed_entries, feed_queries
 from ductwork.history.change_files import (
     ENTRIES,
     ChangeFile,
@@ -225,10 +225,10 @@ def test_a_change_file_carried_on_from_the_last_publishs_is_the_one_the_log_give
     assert published is not None
     with duckdb.connect(str(published.path), read_only=True) as con:
         written_counts = write_change_files(con, tmp_path)
-        head = feed.publishes(con)[-1]
+        head = feed_queries.publishes(con)[-1]
     assert written_counts[DIGITAL_ASSETS.name] == CHANGED + DELETED + 2
     for stream in STREAMS:
-        name = snapshots.change_file_name(head.version, stream.name)
+        name = change_file_names.change_file_name(head.version, stream.name)
         carried, logged = ChangeFile.open(folder / name), ChangeFile.open(tmp_path / name)
         assert carried is not None and logged is not None, name
         assert carried.table.equals(logged.table), name
@@ -240,13 +240,13 @@ def test_pruning_a_snapshot_removes_its_change_files(two_publishes: Path, tmp_pa
     folder = HomeSettings(home=home).snapshots_dir
     versions = sorted(p.name for p in folder.glob(f"{snapshots.PREFIX}*{snapshots.SUFFIX}"))
     assert len(versions) == 2
-    names = {p.name for p in folder.glob(f"{snapshots.CHANGES_PREFIX}*")}
+    names = {p.name for p in folder.glob(f"{change_file_names.CHANGES_PREFIX}*")}
     assert len(names) == 2 * len(STREAMS)
     removed = snapshots.prune(folder, keep=1, grace_s=0)
     current = snapshots.current(folder)
     assert current is not None
-    left = {p.name for p in folder.glob(f"{snapshots.CHANGES_PREFIX}*")}
-    assert left == {snapshots.change_file_name(current.version, s.name) for s in STREAMS}
+    left = {p.name for p in folder.glob(f"{change_file_names.CHANGES_PREFIX}*")}
+    assert left == {change_file_names.change_file_name(current.version, s.name) for s in STREAMS}
     assert {p.name for p in removed} >= names - left
 
 
@@ -319,7 +319,10 @@ def test_a_page_held_as_columns_writes_what_its_changes_write_one_by_one() -> No
     """Unit test, on arrays built here: non-ASCII keys and records, deletes, versions in runs
     and one the publishes do not name (taken as the oldest), both separators."""
     first = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
-    publishes = {1: feed.Publish(1, "v1", first), 4: feed.Publish(4, "v4", first.replace(day=2))}
+    publishes = {
+        1: feed_entries.Publish(1, "v1", first),
+        4: feed_entries.Publish(4, "v4", first.replace(day=2)),
+    }
     keys = pa.array(["DA-1", "DA-\u00e9", "DA-3", "", "DA-\u2028"])
     records = pa.array([b'{"a": 1}', None, b'{"b":"\xc3\xa9"}', b"[]", None], pa.large_binary())
     columns = ChangeColumns(
@@ -329,9 +332,9 @@ def test_a_page_held_as_columns_writes_what_its_changes_write_one_by_one() -> No
     assert [change.op for change in changes] == ["upsert", "delete", "upsert", "upsert", "delete"]
     assert [change.version for change in changes] == ["v1", "v1", "v1", "v4", "v4"]
     for separator in (b",", b"\n"):
-        assert columns.write(separator) == feed.write_entries(changes, separator)
+        assert columns.write(separator) == feed_entries.write_entries(changes, separator)
     sliced = ChangeColumns(keys.slice(2), np.array([2, 4, 4]), records.slice(2), columns.publish_of)
-    assert sliced.write(b",") == feed.write_entries(changes[2:], b",")  # arrays not from 0
+    assert sliced.write(b",") == feed_entries.write_entries(changes[2:], b",")  # arrays not from 0
     assert columns[-1] == changes[-1] and columns[1:3] == changes[1:3]
 
 
@@ -340,7 +343,9 @@ def test_a_listing_with_a_key_json_escapes_is_not_written_as_columns() -> None:
                        ("a\\b", False), ("a\tb", False), ("a\x00", False)]:  # fmt: skip
         listing = Listing.of(pa.table({"key": ["A", key], "version": [1, 1]}))
         assert listing.keys_as_is is as_is, key
-        found = listed_columns(listing, 0, 10, EveryKeyHeld(), lambda v: feed.Publish(v, "v", NOW))
+        found = listed_columns(
+            listing, 0, 10, EveryKeyHeld(), lambda v: feed_entries.Publish(v, "v", NOW)
+        )
         assert (found is not None) is as_is, key
 
 

@@ -37,6 +37,7 @@ from ductwork.erasure.audit import AUDIT_LOG
 from ductwork.erasure.forget import Request, write_pending
 from ductwork.erasure.local_files import read_marker
 from ductwork.erasure.warehouse import erase_rows
+from ductwork.history import change_file_names
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.streams.crm import LEADS as LEADS_STREAM
@@ -113,7 +114,7 @@ def current_change_file(mirrored: Mirrored) -> bytes:
     folder = HomeSettings(home=mirrored.home).snapshots_dir
     current = snapshots.current(folder)
     assert current is not None
-    return (folder / snapshots.change_file_name(current.version, "leads")).read_bytes()
+    return (folder / change_file_names.change_file_name(current.version, "leads")).read_bytes()
 
 
 def rows_holding(database: Path, text: str) -> list[tuple[str, str, int]]:
@@ -173,7 +174,7 @@ def test_a_lead_changed_twice_and_deleted_upstream_is_forgotten_everywhere(
     # delete, not the record the previous publish's file held for the key.
     snapshots_dir = HomeSettings(home=mirrored.home).snapshots_dir
     change_file = (
-        snapshots_dir / snapshots.change_file_name(current.version, "leads")
+        snapshots_dir / change_file_names.change_file_name(current.version, "leads")
     ).read_bytes()
     assert lead_id.encode() in change_file and email.encode() not in change_file
     assert lead_versions(mirrored.home, lead_id) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ductwork import snapshots
-from ductwork.history import feed
+from ductwork.history import feed, feed_queries
 from ductwork.history.past import BeforeHistory, publish_at
 from ductwork.settings import HistorySettings
 from ductwork.streams.registry import CONTRACTORS, PAIRINGS, STREAMS
@@ -63,7 +63,7 @@ def test_a_stream_kept_shorter_loses_its_old_versions_and_changes_and_no_other_s
     _, con = snapshots.open_current(mirror.snapshots)
     with con:
         mirror_name = feed.mirror_id(con)
-        kept, horizons = feed.publishes(con), feed.horizons(con)
+        kept, horizons = feed_queries.publishes(con), feed.horizons(con)
         with pytest.raises(feed.HistoryGone) as gone:
             feed.read_page(
                 con, CONTRACTORS.name, CONTRACTORS.sql,

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from ductwork import snapshot_guard, snapshots
-from ductwork.history import feed, recording
+from ductwork.history import feed, feed_entries, feed_queries, recording
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import CONTRACTORS, DIGITAL_ASSETS, LEADS, PAIRINGS, STREAMS
@@ -60,7 +60,7 @@ class Mirror:
         """``query``'s rows on the past at publish ``version``, rebuilt from the history of
         the ``later`` snapshot."""
         with duckdb.connect(str(later.path), read_only=True) as con:
-            kept = feed.publishes(con)
+            kept = feed_queries.publishes(con)
         out = self.folder / f"rebuilt-{version}.duckdb"
         rebuild(later.path, publish_at(kept, version), out)
         with duckdb.connect(str(out), read_only=True) as rebuilt:
@@ -68,7 +68,7 @@ class Mirror:
 
     def walk(
         self, since: str | None, limit: int = 1000, stream: Stream = PAIRINGS
-    ) -> tuple[list[feed.Change], str]:
+    ) -> tuple[list[feed_entries.Change], str]:
         """The whole walk of ``stream`` from ``since`` on the current snapshot: its changes
         and the token that follows it."""
         _, con = snapshots.open_current(self.snapshots)
@@ -79,7 +79,7 @@ class Mirror:
                 if since is None
                 else feed.decode_token(since, mirror)
             )
-            found: list[feed.Change] = []
+            found: list[feed_entries.Change] = []
             while True:
                 page = feed.read_page(con, stream.name, stream.sql, position, limit)
                 found += page.changes
@@ -88,7 +88,9 @@ class Mirror:
                 position = feed.decode_token(page.next_token, mirror)
 
 
-def state_of(changes: list[feed.Change], start: dict[str, str] | None = None) -> dict[str, str]:
+def state_of(
+    changes: list[feed_entries.Change], start: dict[str, str] | None = None
+) -> dict[str, str]:
     """What a consumer holds after applying ``changes`` to ``start``."""
     held = dict(start or {})
     for change in changes:
@@ -184,7 +186,7 @@ def test_the_past_is_rebuilt_from_a_later_snapshots_history_as_it_was_published(
     with duckdb.connect(str(first.path), read_only=True) as old:
         published = sorted(old.execute("SELECT * EXCLUDE (synced_at) FROM pairings").fetchall())
     with duckdb.connect(str(second.path), read_only=True) as con:
-        kept = feed.publishes(con)
+        kept = feed_queries.publishes(con)
     out = tmp_path / "rebuilt.duckdb"
     rebuild(second.path, publish_at(kept, first.version), out)
     with duckdb.connect(str(out), read_only=True) as rebuilt:
@@ -282,7 +284,7 @@ def test_history_older_than_the_days_kept_is_dropped_and_its_tokens_are_gone(
     latest = mirror.publish(keep=timedelta(microseconds=1))
     _, con = snapshots.open_current(mirror.snapshots)
     with con:
-        kept = feed.publishes(con)
+        kept = feed_queries.publishes(con)
         closed = con.execute('SELECT count(*) FROM history."pairings"').fetchall()[0][0]
         with pytest.raises(feed.HistoryGone):
             feed.read_page(
@@ -320,7 +322,7 @@ def test_the_past_is_rebuilt_on_a_connection_that_reaches_no_file_but_its_own(
     mirror.put(2, '{"relationshipId":2}')
     second = mirror.publish()
     with duckdb.connect(str(second.path), read_only=True) as con:
-        kept = feed.publishes(con)
+        kept = feed_queries.publishes(con)
     # The history's macro of a snapshot someone rewrote: it reads the host's files.
     secret = tmp_path / "secret.txt"
     secret.write_text("not for the past", encoding="utf-8")
@@ -415,14 +417,16 @@ def test_a_feed_entry_writes_its_members_in_order_its_key_escaped_and_its_record
     entry still carries its own, in the contract's member order."""
     first = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
     entries = [
-        feed.Change("upsert", 'DA-"1\u00e9', "v1", first, b'{"b": 1,  "a":[]}'),
-        feed.Change("upsert", "DA-2", "v1", first, b"{}"),
-        feed.Change("delete", "DA-3", "v2", first + timedelta(days=1), None),
+        feed_entries.Change("upsert", 'DA-"1\u00e9', "v1", first, b'{"b": 1,  "a":[]}'),
+        feed_entries.Change("upsert", "DA-2", "v1", first, b"{}"),
+        feed_entries.Change("delete", "DA-3", "v2", first + timedelta(days=1), None),
     ]
     written = [entry.json_bytes() for entry in entries]
 
-    assert feed.write_entries(entries, b"\n") == b"\n".join(written)  # a page's, copied once
-    assert feed.write_entries([], b",") == b""
+    assert feed_entries.write_entries(entries, b"\n") == b"\n".join(
+        written
+    )  # a page's, copied once
+    assert feed_entries.write_entries([], b",") == b""
     assert written[0].endswith(b',"record":{"b": 1,  "a":[]}}')
     assert [json.loads(line) for line in written] == [
         {

@@ -32,6 +32,7 @@ import duckdb
 
 from ductwork import serving_workers, snapshot_guard, snapshots
 from ductwork.erasure import local_files
+from ductwork.history import change_file_names
 from ductwork.history.change_files import ChangeFile
 from ductwork.settings import HomeSettings, S3Settings, SnapshotStoreSettings, load
 from ductwork.snapshot_store import SnapshotStore
@@ -161,11 +162,11 @@ def _clean_change_files(
     one is left, as it holds no key; else from the log)."""
     rewrite = False
     suffix = f".{stream.name}"
-    for path in sorted(folder.glob(f"{snapshots.CHANGES_PREFIX}*{suffix}")):
+    for path in sorted(folder.glob(f"{change_file_names.CHANGES_PREFIX}*{suffix}")):
         opened = ChangeFile.open(path)
         if opened is not None and not _lists_any(opened, keys):
             continue
-        if path.name == snapshots.change_file_name(live.version, stream.name):
+        if path.name == change_file_names.change_file_name(live.version, stream.name):
             rewrite = True
             continue
         with suppress(FileNotFoundError):
@@ -232,7 +233,7 @@ def _count(paths: Iterable[Path], counts: Counter, snapshot_kind: str = "snapsho
         name = path.name
         if name.startswith(snapshots.RECORDS_PREFIX):
             counts["record_files"] += 1
-        elif name.startswith(snapshots.CHANGES_PREFIX):
+        elif name.startswith(change_file_names.CHANGES_PREFIX):
             counts["change_files"] += 1
         elif name.endswith(snapshots.SUFFIX):
             counts[snapshot_kind] += 1

@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ductwork import file_modes, snapshot_guard, snapshots
+from ductwork.history import change_file_names
 
 MARKER = "ERASED"
 # The host's snapshots rebuilt for the past (``serve.past_states``, whose names these are:
@@ -54,7 +55,7 @@ def remove_snapshot(path: Path) -> list[Path]:
     with suppress(FileNotFoundError):  # gone meanwhile: its record files cannot be named
         companions += [folder / name for name in snapshots.record_file_names(path)]
     version = snapshots.version_of(path.name)
-    companions += folder.glob(f"{snapshots.CHANGES_PREFIX}{version}.*")
+    companions += folder.glob(f"{change_file_names.CHANGES_PREFIX}{version}.*")
     companions += [snapshot_guard.checksum_path(path), Path(f"{path}.wal")]
     removed = []
     for found in (path, *companions):

@@ -37,8 +37,9 @@ import pyarrow.compute as pc
 
 from ductwork import file_modes
 from ductwork.contract.encoding import dumps
-from ductwork.history import feed
-from ductwork.history.feed import Change, Publish, opening_of, publish_members
+from ductwork.history import feed_queries
+from ductwork.history.change_file_names import CHANGES_PARTIAL, CHANGES_PREFIX, change_file_name
+from ductwork.history.feed_entries import Change, Publish, opening_of, publish_members
 from ductwork.history.gzip_chunks import (
     CHUNK_ROWS,
     Piece,
@@ -48,7 +49,6 @@ from ductwork.history.gzip_chunks import (
 )
 from ductwork.history.page_columns import ChangeColumns, PositionedChanges, joined_data
 from ductwork.history.walks import Listing, writable_as_is
-from ductwork.snapshots import CHANGES_PARTIAL, CHANGES_PREFIX, change_file_name
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS
 from warehouse_sql import section
@@ -74,7 +74,7 @@ def write_change_files(con: duckdb.DuckDBPyConnection, folder: Path) -> dict[str
     """Write every stream's change file for the newest publish the history of ``con`` (the
     warehouse, its publish just recorded) keeps, into ``folder`` (the snapshots'); the entries
     of each, by stream."""
-    kept = feed.publishes(con)
+    kept = feed_queries.publishes(con)
     if not kept:
         return {}
     head, oldest = kept[-1], kept[0]
@@ -130,14 +130,14 @@ def _from_log(
 ) -> pa.Table:
     """Every key changed after publish ``oldest`` up to ``seq``, with its last change, read
     from the history's log (the walk since ``oldest`` pinned to ``seq``, whole)."""
-    statement = feed.feed_statement("changed", stream.sql)
+    statement = feed_queries.feed_statement("changed", stream.sql)
     params = {
         "stream": stream.name,
         "since": oldest,
         "pin": seq,
         "after_version": -1,
         "after_key": "",
-        "limit": feed.WHOLE_LISTING,
+        "limit": feed_queries.WHOLE_LISTING,
     }
     listing = con.sql(statement, params=params).to_arrow_table()
     keys = listing.column(0).cast(pa.string()).combine_chunks()
@@ -155,7 +155,7 @@ def _entries(
     """The rows of ``keys`` changed at ``versions``: each key's record now (none: a delete)
     written into its entry."""
     names = keys.to_pylist()
-    found = feed.records_of_keys(con, stream.sql, names)
+    found = feed_queries.records_of_keys(con, stream.sql, names)
     records = pa.array([found.get(key) for key in names], pa.large_binary())
     columns = ChangeColumns(keys, versions, records, publish_of)
     if writable_as_is(keys):

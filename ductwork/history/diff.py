@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ductwork.history.feed import Publish
+from ductwork.history.feed_entries import Publish
 from ductwork.streams.model import Stream
 from warehouse_sql import fill, section
 

@@ -17,43 +17,30 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
 
-from ductwork.contract.encoding import dumps, format_datetime
-from warehouse_sql import fill, section, stream_section
+from ductwork.contract.encoding import format_datetime
+from ductwork.history.feed_entries import Change, Publish, RecordsNow, write_entries
+from ductwork.history.feed_queries import (
+    WHOLE_LISTING,
+    feed_statement,
+    named_parameters,
+    publishes,
+    records_of_keys,
+    run_statement,
+)
+from warehouse_sql import section
 
 if TYPE_CHECKING:  # a server's modules: numpy and Arrow stay out of a sync that reads no feed
-    import numpy as np
-    import pyarrow as pa
-
     from ductwork.history.change_files import ChangeFile
     from ductwork.history.walks import WalkListings
 
 TOKEN_FORMAT = 1
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
-WHOLE_LISTING = 2**62  # the limit that reads a walk's listing whole
-
-
-class RecordsNow(Protocol):
-    """A stream's current records (UTF-8 JSON), when a server holds them quicker to hand than
-    the snapshot's tables; each method answers None when it cannot tell (then they are read
-    from the snapshot)."""
-
-    def records_by_key(self, keys: list[str]) -> dict[str, bytes] | None:
-        """The records of ``keys`` held, by key (a key without a record is left out)."""
-
-    def record_positions(self, keys: pa.Array) -> np.ndarray | None:
-        """Where the record of each of ``keys`` (strings) is held (int64, -1 for a key without
-        one)."""
-
-    def records_at(self, positions: np.ndarray) -> pa.Array:
-        """The records at ``positions`` (``record_positions``'), in a binary array, null at
-        -1."""
 
 
 class ChangeFileSource(Protocol):
@@ -76,15 +63,6 @@ class HistoryGone(LookupError):
 
 
 @dataclass(frozen=True)
-class Publish:
-    """One publish of the history: its sequence number, snapshot version and time."""
-
-    seq: int
-    version: str
-    published_at: datetime
-
-
-@dataclass(frozen=True)
 class Position:
     """Where a walk stands: since which publish (None: the initial load), pinned to which
     publish (None: not yet pinned, the current one is taken), after which (version, key)."""
@@ -93,53 +71,6 @@ class Position:
     since: int | None
     pin: int | None = None
     after: tuple[int, str] | None = None
-
-
-class Change(NamedTuple):
-    """One entry of a page: ``record`` is the record's JSON as stored, UTF-8 (None for a
-    delete). A named tuple: a page makes a thousand of them, and making frozen dataclasses
-    took about a fifth of a page's read (profiled)."""
-
-    op: str
-    key: str
-    version: str
-    changed_at: datetime
-    record: bytes | None
-
-    def json_bytes(self) -> bytes:
-        """The entry as the feed writes it: ``op``, ``key``, ``version``, ``changedAt``, then
-        the record as stored (``null`` for a delete)."""
-        return b"".join(_entry_parts(self))
-
-
-def write_entries(changes: Sequence[Change], separator: bytes) -> bytes:
-    """The entries' ``json_bytes`` joined by ``separator``, copied once."""
-    parts: list[bytes] = []
-    for change in changes:
-        parts += _entry_parts(change)
-        parts.append(separator)
-    return b"".join(parts[:-1])
-
-
-def _entry_parts(change: Change) -> tuple[bytes, ...]:
-    record = b"null" if change.record is None else change.record
-    members = publish_members(change.version, change.changed_at)
-    return (opening_of(change.op), dumps(change.key), members, record, b"}")
-
-
-@lru_cache(maxsize=8)
-def opening_of(op: str) -> bytes:
-    """An entry's text up to its key: ``op`` and the ``key`` member's name."""
-    return b'{"op":' + dumps(op) + b',"key":'
-
-
-@lru_cache(maxsize=256)
-def publish_members(version: str, changed_at: datetime) -> bytes:
-    """An entry's ``version`` and ``changedAt`` members and the ``record`` member's name: the
-    same for every entry a publish changed, so written once per publish rather than per
-    entry (formatting the time took about half of a page's serialisation)."""
-    members = dumps({"version": version, "changedAt": format_datetime(changed_at)})
-    return b"," + members[1:-1] + b',"record":'
 
 
 @dataclass(frozen=True)
@@ -160,12 +91,6 @@ class FeedPage:
         if self.written is not None:
             return self.written(separator)
         return write_entries(self.changes, separator)
-
-
-def publishes(con: duckdb.DuckDBPyConnection) -> list[Publish]:
-    """Every publish the snapshot's history keeps, oldest first."""
-    rows = con.execute(section("history_feed", "publishes")).fetchall()
-    return [Publish(seq, version, at.astimezone(UTC)) for seq, version, at in rows]
 
 
 def horizons(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -275,11 +200,11 @@ def read_page(
         whole = {**params, "after_version": -1, "after_key": "", "limit": WHOLE_LISTING}
         listing = walks.get_or_read(
             (statement, stream, position.since, pin),
-            lambda: con.sql(sql, params=_named(sql, whole)).to_arrow_table(),
+            lambda: con.sql(sql, params=named_parameters(sql, whole)).to_arrow_table(),
         )
     if listing is None:  # a walk's first page (most walks have no other), or a listing too large
         bounds = {"after_version": after_version, "after_key": after_key, "limit": limit + 1}
-        listed = _run(con, sql, {**params, **bounds}).fetchall()
+        listed = run_statement(con, sql, {**params, **bounds}).fetchall()
     else:
         start = listing.after(after_version, after_key)
         if records_now is not None and pin == head.seq:
@@ -359,37 +284,6 @@ def _next_position(
     if last is None:
         return Position(stream, pin)
     return Position(stream, position.since, pin, last)
-
-
-def _run(
-    con: duckdb.DuckDBPyConnection, statement: str, params: dict[str, object]
-) -> duckdb.DuckDBPyConnection:
-    """Run ``statement`` with the parameters it names."""
-    return con.execute(statement, _named(statement, params))
-
-
-def _named(statement: str, params: dict[str, object]) -> dict[str, object]:
-    """The parameters ``statement`` names (DuckDB refuses any other)."""
-    return {k: v for k, v in params.items() if f"${k}" in statement}
-
-
-def feed_statement(name: str, stream_sql: str) -> str:
-    """A statement of ``history_feed.sql``, on the stream's ``<stream>_as_of`` macro."""
-    return fill(section("history_feed", name), records=f"{stream_sql}_as_of")
-
-
-def records_of_keys(
-    con: duckdb.DuckDBPyConnection, stream_sql: str, keys: list[str], pin: int | None = None
-) -> dict[str, bytes]:
-    """The records of ``keys`` at publish ``pin`` (None: the snapshot's own), by key; a key
-    without a record then is missing. A stream may read its own publish's records its own,
-    quicker way (section ``feed_records_now``)."""
-    if not keys:
-        return {}
-    now = stream_section(stream_sql, "feed_records_now") if pin is None else ""
-    statement = now or feed_statement("records", stream_sql)
-    rows = _run(con, statement, {"pin": pin, "keys": keys})
-    return {key: record.encode() for key, record in rows.fetchall()}
 
 
 def records_since(con: duckdb.DuckDBPyConnection, stream: str) -> dict[str, int]:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ductwork.history.feed import Change, Publish, RecordsNow, opening_of, publish_members
+from ductwork.history.feed_entries import Change, Publish, RecordsNow, opening_of, publish_members
 
 if TYPE_CHECKING:
     from ductwork.history.walks import Listing

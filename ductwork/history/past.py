@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ductwork.contract.encoding import parse_datetime
-from ductwork.history.feed import Publish
+from ductwork.history.feed_entries import Publish
 from ductwork.history.recording import kept_tables
 from ductwork.snapshot_guard import lock_down, unlocked_connection
 from ductwork.streams.registry import STREAMS

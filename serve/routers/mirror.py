@@ -22,7 +22,7 @@ from ductwork.contract.errors import (
     not_found,
 )
 from ductwork.contract.params import read_int
-from ductwork.history import feed
+from ductwork.history import feed, feed_entries
 from ductwork.history.change_files import ChangeSlice
 from ductwork.keys import ApiKey, grants, lacking
 from ductwork.streams.model import Stream
@@ -177,7 +177,7 @@ async def _page(state: ServingState, stream: Stream, since: str | None, size: in
     return await run_in_threadpool(read)
 
 
-def _known(state: ServingState, stream: Stream) -> tuple[list[feed.Publish], str]:
+def _known(state: ServingState, stream: Stream) -> tuple[list[feed_entries.Publish], str]:
     """The publishes the stream's history keeps in ``state``, and the mirror's name."""
     return feed.kept_for(state.publishes, state.horizons, stream.name), state.mirror
 
