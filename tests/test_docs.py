@@ -46,7 +46,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # its banner about a next major release
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "settings" / "index.html").is_file()
+    assert (tmp_path / "settings.html").is_file()
 
 
 def test_the_settings_page_is_the_one_the_settings_model_makes() -> None:
