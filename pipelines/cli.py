@@ -8,7 +8,6 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
 from ductwork import file_modes
@@ -21,7 +20,7 @@ from ductwork.settings import (
     SnapshotStoreSettings,
     load,
 )
-from ductwork.streams.registry import STREAMS, personal_streams
+from pipelines import cli_parser
 from pipelines.usage import UsageError
 
 # The sandbox (and so the demo) ships with the repository, not with the installed package.
@@ -44,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(SANDBOX_MISSING, file=sys.stderr)
             return 2
         return sandbox_main(args[1:]) or 0
-    parser = _parser()
+    parser = cli_parser.parser(_version())
     options = parser.parse_args(args)
     if options.command is None:
         parser.print_help()
@@ -61,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # garbage; the run turns collections back on once it has frozen what is loaded
             # (``pipelines.sync_command.freeze_what_is_loaded``).
             gc.disable()
-        code = options.run(options)
+        code = HANDLERS[options.handler](options)
     except (SettingsError, UsageError, DestinationRefused) as exc:
         print(f"ductwork: {exc}", file=sys.stderr)
         return 2
@@ -86,228 +85,6 @@ def _end_process(code: int) -> NoReturn:
         sys.stderr.flush()
     finally:
         os._exit(code)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ductwork", description="Mirror the HVAC service into DuckDB and serve it again."
-    )
-    parser.add_argument("--version", action="version", version=f"ductwork {_version()}")
-    sub = parser.add_subparsers(dest="command")
-
-    sub.add_parser("sandbox", help="Start the sandbox upstream (see: ductwork sandbox --help).")
-
-    sync = sub.add_parser("sync", help="Sync from the upstream through Dagster, then publish.")
-    sync.add_argument(
-        "--select",
-        action="append",
-        metavar="ASSET",
-        help="Asset name or group:NAME; repeatable (default: everything).",
-    )
-    sync.add_argument("--no-publish", action="store_true", help="Do not publish a snapshot.")
-    sync.add_argument(
-        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
-    )
-    sync.add_argument(
-        "--reconcile",
-        action="store_true",
-        help="Full listings: deletions detected, every record re-read.",
-    )
-    streams = ", ".join(stream.name for stream in STREAMS)
-    resumable = ", ".join(stream.name for stream in STREAMS if stream.resumable)
-    sync.add_argument(
-        "--full-refresh",
-        action="append",
-        metavar="STREAM",
-        help=f"Re-read this stream from scratch (resume point forgotten, deletions detected); "
-        f"repeatable; adds the stream to the selection. Streams: {streams}.",
-    )
-    sync.add_argument(
-        "--reset",
-        action="append",
-        metavar="STREAM",
-        help=f"Forget the stream's resume point, then sync it incrementally from the start; "
-        f"repeatable. Streams with one: {resumable}.",
-    )
-    # The flag's name before the glossary called it a resume point; still accepted.
-    sync.add_argument("--reset-bookmark", dest="reset", action="append", help=argparse.SUPPRESS)
-    sync.set_defaults(run=_sync)
-
-    run_job = sub.add_parser("run-job", help="Run one Dagster job of ductwork by name.")
-    run_job.add_argument("job", help="e.g. pim_image_sync, catalog_sync, reconcile_all")
-    run_job.add_argument("--run-id", default=None, help="Use this run id (a UUID).")
-    run_job.add_argument(
-        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
-    )
-    run_job.set_defaults(run=_run_job)
-
-    serve = sub.add_parser("serve", help="Run the read API on the current snapshot.")
-    serve.add_argument("--host", default=None, help="Bind address (DUCTWORK_SERVE_HOST).")
-    serve.add_argument("--port", type=int, default=None, help="Port (DUCTWORK_SERVE_PORT).")
-    serve.add_argument("--workers", type=int, default=None, help="DUCTWORK_SERVE_WORKERS.")
-    serve.set_defaults(run=_serve)
-
-    keys = sub.add_parser("keys", help="Manage the read API's keys.")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="Issue a key; prints it as the last line.")
-    create.add_argument("name")
-    create.add_argument(
-        "--scope",
-        action="append",
-        metavar="|".join([*GRANTABLE_SCOPES, ALL_SCOPES, f"{STREAM_SCOPE_PREFIX}STREAM"]),
-        help="Required, repeatable; all: the four data scopes (ops only when named); "
-        f"{STREAM_SCOPE_PREFIX}STREAM: one stream of the registry alone.",
-    )
-    create.set_defaults(run=_keys_create)
-    keys_sub.add_parser("list", help="List keys (names, scopes, state).").set_defaults(
-        run=_keys_list
-    )
-    revoke = keys_sub.add_parser("revoke", help="Revoke every key of that name.")
-    revoke.add_argument("name")
-    revoke.set_defaults(run=_keys_revoke)
-
-    subs = sub.add_parser(
-        "subscriptions", help="Who is POSTed a signed notification after each publish."
-    )
-    subs_sub = subs.add_subparsers(dest="subscriptions_command", required=True)
-    add = subs_sub.add_parser(
-        "add", help="Subscribe a URL to streams; prints its signing secret as the last line."
-    )
-    add.add_argument("name")
-    add.add_argument("--url", required=True, help="Where notifications are POSTed.")
-    add.add_argument(
-        "--stream",
-        action="append",
-        required=True,
-        metavar="STREAM",
-        help=f"Required, repeatable. Streams: {streams}.",
-    )
-    add.set_defaults(run=_subscriptions_add)
-    subs_sub.add_parser(
-        "list", help="List subscriptions (URL, streams, cursor, active/failing/paused)."
-    ).set_defaults(run=_subscriptions_list)
-    remove = subs_sub.add_parser("remove", help="Remove a subscription.")
-    remove.add_argument("name")
-    remove.set_defaults(run=_subscriptions_remove)
-    replay = subs_sub.add_parser(
-        "replay", help="Deliver again every notification after a token, now (resumes it)."
-    )
-    replay.add_argument("name")
-    replay.add_argument("--since", required=True, metavar="TOKEN", help="A changes-feed token.")
-    replay.set_defaults(run=_subscriptions_replay)
-
-    sql = sub.add_parser("sql", help="Run SQL on the current snapshot (read-only).")
-    sql.add_argument("query")
-    sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
-    sql.add_argument(
-        "--output", type=Path, default=None, help="Write to this new file (required for parquet)."
-    )
-    _force_option(sql)
-    sql.set_defaults(run=_sql)
-
-    changes = sub.add_parser(
-        "changes",
-        help="A stream's changes as NDJSON (every record without --since); the next token on "
-        "stderr.",
-    )
-    changes.add_argument("stream", help=f"One of: {streams}.")
-    changes.add_argument("--since", default=None, metavar="TOKEN", help="A token printed before.")
-    changes.add_argument(
-        "--limit", type=int, default=1000, help="Changes read per page (1 to 10000)."
-    )
-    changes.set_defaults(run=_changes)
-
-    forget = sub.add_parser(
-        "forget",
-        help="Erase records holding personal data from the mirror's every version, then "
-        "publish a snapshot without them.",
-    )
-    personal = ", ".join(stream.name for stream in personal_streams())
-    forget.add_argument("stream", help=f"A stream with personal data: {personal}.")
-    forget.add_argument("keys", nargs="+", metavar="KEY", help="The records' keys.")
-    forget.add_argument("--reason", default=None, help="Why (kept in the audit log).")
-    forget.add_argument(
-        "--suppress",
-        action="store_true",
-        help="Erase even a record the upstream still serves, and keep it out of every later "
-        "sync until --lift.",
-    )
-    forget.add_argument(
-        "--lift", action="store_true", help="Lift the suppression: the next sync brings it back."
-    )
-    forget.add_argument(
-        "--verbose", action="store_true", help="Also print Dagster's whole event stream."
-    )
-    forget.set_defaults(run=_forget)
-
-    diff = sub.add_parser(
-        "diff", help="What changed in the streams between two instants (or snapshot versions)."
-    )
-    diff.add_argument("--from", dest="before", required=True, metavar="INSTANT")
-    diff.add_argument("--to", dest="after", required=True, metavar="INSTANT")
-    diff.add_argument("--stream", default=None, help=f"One of: {streams} (default: all).")
-    diff.add_argument("--format", choices=["table", "json"], default="table")
-    diff.set_defaults(run=_diff)
-
-    docs = sub.add_parser(
-        "docs", help="Write the data dictionary from the current snapshot, or the settings page."
-    )
-    docs.add_argument(
-        "--page",
-        choices=["dictionary", "settings"],
-        default="dictionary",
-        help="dictionary (from the current snapshot's catalog) or settings (from the settings "
-        "model)",
-    )
-    docs.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="default: docs/data-dictionary.md or docs/settings.md",
-    )
-    _force_option(docs)
-    docs.set_defaults(run=_docs)
-
-    export = sub.add_parser("export", help="Every table and view of the snapshot as Parquet.")
-    export.add_argument("--to", required=True, metavar="DIR|s3://BUCKET/PREFIX")
-    export.add_argument(
-        "--force",
-        action="store_true",
-        help="Write into a folder that is not empty, replacing regular files of the same names "
-        "(never a symlink or a folder).",
-    )
-    export.set_defaults(run=_export)
-
-    report = sub.add_parser("report", help="Charts of the streams and the lead funnel (HTML).")
-    report.add_argument("--out", type=Path, default=Path("ductwork-report.html"))
-    _force_option(report)
-    report.set_defaults(run=_report)
-
-    demo = sub.add_parser("demo", help="Sandbox upstream, full sync, read API and Dagster UI.")
-    demo.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
-    demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--api-port", type=int, default=8080)
-    demo.add_argument("--ui-port", type=int, default=3000)
-    demo.add_argument("--sandbox-port", type=int, default=8900)
-    demo.add_argument("--s3-port", type=int, default=8901)
-    demo.add_argument("--no-ui", action="store_true", help="Skip the Dagster UI.")
-    demo.add_argument(
-        "--exit-after-sync", action="store_true", help="Stop once the API has answered."
-    )
-    demo.set_defaults(run=_demo)
-
-    dev = sub.add_parser("dev", help="The Dagster UI on the instance under DUCTWORK_HOME.")
-    dev.add_argument("--port", type=int, default=3000, help="The UI's port on 127.0.0.1.")
-    dev.set_defaults(run=_dev)
-    return parser
-
-
-def _force_option(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--force",
-        action="store_true",
-        help="Replace the file if it is a regular file (never a symlink or a folder).",
-    )
 
 
 def _version() -> str:
@@ -535,6 +312,30 @@ def _dev(options: argparse.Namespace) -> int:
     command += ["-p", str(options.port)]
     env = os.environ.copy()
     return run_until_stopped("dev", lambda group: group.start(command, env).wait())
+
+
+# The function that runs each subcommand, by the name its parser gives (``cli_parser``).
+HANDLERS = {
+    "changes": _changes,
+    "demo": _demo,
+    "dev": _dev,
+    "diff": _diff,
+    "docs": _docs,
+    "export": _export,
+    "forget": _forget,
+    "keys_create": _keys_create,
+    "keys_list": _keys_list,
+    "keys_revoke": _keys_revoke,
+    "report": _report,
+    "run_job": _run_job,
+    "serve": _serve,
+    "sql": _sql,
+    "subscriptions_add": _subscriptions_add,
+    "subscriptions_list": _subscriptions_list,
+    "subscriptions_remove": _subscriptions_remove,
+    "subscriptions_replay": _subscriptions_replay,
+    "sync": _sync,
+}
 
 
 if __name__ == "__main__":
