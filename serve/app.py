@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -140,10 +141,6 @@ def create_app(
         None if app.state.metrics.shared else app.state.metrics.registry,
     )
     app.state.job_trigger = JobTrigger(serve.dagster_url, serve.serve_pim_cooldown_s)
-    failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
-    refused = RefusedClients()
-    age = AgeRule(serve.serve_max_age_s)
-    gzip_answers = AnswerCache(serve.serve_gzip_cache_mb << 20, app.state.live.erasures)
     _install_error_handlers(app)
     app.include_router(mirror.router)
     for router in ROUTERS.values():
@@ -151,67 +148,89 @@ def create_app(
     app.include_router(timemaps.router)
     app.include_router(health.router)
     install_openapi(app, serve.serve_public_docs)
-    # Innermost of ours, for requests of the past (the past's layer chose their snapshot) and
-    # what the short path in front left to the layers.
-    app.add_middleware(FastAnswers)
-    # Inside the past's layer, which marks a request of the past: its answer is of its time,
-    # neither dated nor refused as stale.
-    app.add_middleware(DataAge, rule=age)
-    # Outside the short path, so that a request of the past is answered by it too.
-    app.add_middleware(
-        PastRequests,
-        live=app.state.live,
-        past=PastStates(
-            home.snapshots_dir,
-            serve.serve_list_cache_mb << 20,
-            disk_bytes=serve.serve_past_disk_mb << 20,
-            erasures=app.state.live.erasures,
-        ),
+    for layer, options in _layers(app, home, serve, counter):
+        app.add_middleware(layer, **options)
+    return app
+
+
+def _layers(
+    app: FastAPI, home: HomeSettings, serve: ServeSettings, counter: LimitCounter
+) -> list[tuple[type, dict[str, Any]]]:
+    """The read API's middleware, innermost first (each wraps those before it), with why each
+    sits where it does."""
+    refused = RefusedClients()
+    age = AgeRule(serve.serve_max_age_s)
+    gzip_answers = AnswerCache(serve.serve_gzip_cache_mb << 20, app.state.live.erasures)
+    past = PastStates(
+        home.snapshots_dir,
+        serve.serve_list_cache_mb << 20,
+        disk_bytes=serve.serve_past_disk_mb << 20,
+        erasures=app.state.live.erasures,
     )
-    # Outside the past's layer, whose Memento-Datetime tells a memento from the present (and
-    # the data age's, whose 503 varies by Accept-Datetime too).
-    app.add_middleware(MementoLinks)
+    failures = RequestLimit(counter, "failed", serve.serve_failed_requests_per_second)
+    layers: list[tuple[type, dict[str, Any]]] = [
+        # Innermost of ours, for requests of the past (the past's layer chose their snapshot)
+        # and what the short path in front left to the layers.
+        (FastAnswers, {}),
+        # Inside the past's layer, which marks a request of the past: its answer is of its
+        # time, neither dated nor refused as stale.
+        (DataAge, {"rule": age}),
+        # Outside the short path, so that a request of the past is answered by it too.
+        (PastRequests, {"live": app.state.live, "past": past}),
+        # Outside the past's layer, whose Memento-Datetime tells a memento from the present
+        # (and the data age's, whose 503 varies by Accept-Datetime too).
+        (MementoLinks, {}),
+    ]
     if serve.serve_cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=serve.serve_cors_origins,
-            allow_methods=["GET"],
-            allow_headers=[
-                "Authorization",
-                "If-None-Match",
-                "If-Modified-Since",
-                "X-Request-ID",
-                "Accept-Datetime",
-            ],
-            expose_headers=[
-                "ETag",
-                "X-Request-ID",
-                "X-Snapshot-Version",
-                "X-Synced-At",
-                "Retry-After",
-                "Memento-Datetime",
-                "Link",
-                "Content-Location",
-            ],
-        )
-    app.add_middleware(CompressWhenAsked, minimum_size=GZIP_MINIMUM_BYTES, answers=gzip_answers)
-    # Outside the gzip layer, so that a refused client costs as little as possible.
-    app.add_middleware(FailedRequestLimit, limit=failures, refused=refused)
-    app.add_middleware(RequestTelemetry, metrics=app.state.metrics)
-    # The short path again, in front of every layer for the requests of the present they
-    # would only add headers to (most of the traffic): it adds those itself.
-    app.add_middleware(
-        FastAnswersInFront,
-        metrics=app.state.metrics,
-        refused=refused,
-        data_age=age,
-        gzip_answers=gzip_answers,
-        cors=bool(serve.serve_cors_origins),
-    )
+        layers.append((CORSMiddleware, _cors_options(serve.serve_cors_origins)))
+    layers += [
+        (CompressWhenAsked, {"minimum_size": GZIP_MINIMUM_BYTES, "answers": gzip_answers}),
+        # Outside the gzip layer, so that a refused client costs as little as possible.
+        (FailedRequestLimit, {"limit": failures, "refused": refused}),
+        (RequestTelemetry, {"metrics": app.state.metrics}),
+        # The short path again, in front of every layer for the requests of the present they
+        # would only add headers to (most of the traffic): it adds those itself.
+        (
+            FastAnswersInFront,
+            {
+                "metrics": app.state.metrics,
+                "refused": refused,
+                "data_age": age,
+                "gzip_answers": gzip_answers,
+                "cors": bool(serve.serve_cors_origins),
+            },
+        ),
+    ]
     if serve.trusted_proxies:
         # Outermost, so the limits and the access log see the client a trusted proxy names.
-        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=serve.trusted_proxies)
-    return app
+        layers.append((ProxyHeadersMiddleware, {"trusted_hosts": serve.trusted_proxies}))
+    return layers
+
+
+def _cors_options(origins: list[str]) -> dict[str, Any]:
+    """What CORS allows: GETs from ``origins``, the request headers a client of the API sends
+    and the answer headers it reads."""
+    return {
+        "allow_origins": origins,
+        "allow_methods": ["GET"],
+        "allow_headers": [
+            "Authorization",
+            "If-None-Match",
+            "If-Modified-Since",
+            "X-Request-ID",
+            "Accept-Datetime",
+        ],
+        "expose_headers": [
+            "ETag",
+            "X-Request-ID",
+            "X-Snapshot-Version",
+            "X-Synced-At",
+            "Retry-After",
+            "Memento-Datetime",
+            "Link",
+            "Content-Location",
+        ],
+    }
 
 
 def _install_error_handlers(app: FastAPI) -> None:
