@@ -36,7 +36,7 @@ from warehouse_sql import section
 
 if TYPE_CHECKING:  # a server's modules: numpy and Arrow stay out of a sync that reads no feed
     from ductwork.history.change_files import ChangeFile
-    from ductwork.history.walks import WalkListings
+    from ductwork.history.walks import Listing, WalkListings
 
 TOKEN_FORMAT = 1
 DEFAULT_LIMIT = 1000
@@ -185,58 +185,123 @@ def read_page(
     sliced = sliced_page(stream, position, limit, (kept, mirror), change_files)
     if sliced is not None:
         return sliced
-    by_seq = {publish.seq: publish for publish in kept}
-    oldest, head = kept[0], kept[-1]
-    pin = head.seq if position.pin is None else position.pin
-    after_version, after_key = position.after or (-1, "")
-    params = {"stream": stream, "since": position.since, "pin": pin, "oldest": oldest.seq}
-    if position.since is None:
-        statement = "current" if pin == head.seq else "loaded_at"
-    else:
-        statement = "changed"
-    sql = feed_statement(statement, stream_sql)
-    listing = None
-    if walks is not None and position.after is not None:  # not a walk's first page
-        whole = {**params, "after_version": -1, "after_key": "", "limit": WHOLE_LISTING}
-        listing = walks.get_or_read(
-            (statement, stream, position.since, pin),
-            lambda: con.sql(sql, params=named_parameters(sql, whole)).to_arrow_table(),
-        )
+    walk = _Pinned.of(stream, stream_sql, position, kept, mirror)
+    listing = _held_listing(con, walk, walks)
     if listing is None:  # a walk's first page (most walks have no other), or a listing too large
+        after_version, after_key = position.after or (-1, "")
         bounds = {"after_version": after_version, "after_key": after_key, "limit": limit + 1}
-        listed = run_statement(con, sql, {**params, **bounds}).fetchall()
+        listed = run_statement(con, walk.sql, {**walk.params, **bounds}).fetchall()
     else:
-        start = listing.after(after_version, after_key)
-        if records_now is not None and pin == head.seq:
-            # Imported here: it imports Arrow, which only a server answering the feed needs.
-            from ductwork.history.page_columns import listed_columns
-
-            columns = listed_columns(
-                listing, start, limit, records_now, lambda v: by_seq.get(v, oldest)
-            )
-            if columns is not None:
-                more = start + len(columns) < len(listing)
-                last = (int(columns.versions[-1]), columns.keys[-1].as_py()) if more else None
-                token = encode_token(_next_position(stream, position, pin, last), mirror)
-                return FeedPage(columns, token, more, by_seq[pin], columns.write)
+        start = listing.after(*(position.after or (-1, "")))
+        if records_now is not None and walk.current:
+            page = _columns_page(walk, listing, start, limit, records_now)
+            if page is not None:
+                return page
         listed = listing.entries(start, limit + 1)
+    return _entries_page(con, walk, listed, limit, records_now)
+
+
+@dataclass(frozen=True)
+class _Pinned:
+    """A page of a walk to read from the snapshot: where the walk stands, the publishes kept
+    (by number, and the oldest), the one it is pinned to, and the statement listing it."""
+
+    stream: str
+    stream_sql: str
+    position: Position
+    mirror: str
+    by_seq: dict[int, Publish]
+    oldest: Publish
+    pin: int
+    current: bool  # pinned to the snapshot's own publish
+    statement: str
+    sql: str
+    params: dict[str, object]
+
+    @classmethod
+    def of(
+        cls, stream: str, stream_sql: str, position: Position, kept: list[Publish], mirror: str
+    ) -> _Pinned:
+        """The page of ``stream``'s walk from ``position``, among the publishes ``kept``."""
+        by_seq = {publish.seq: publish for publish in kept}
+        oldest, head = kept[0], kept[-1]
+        pin = head.seq if position.pin is None else position.pin
+        if position.since is None:
+            statement = "current" if pin == head.seq else "loaded_at"
+        else:
+            statement = "changed"
+        params = {"stream": stream, "since": position.since, "pin": pin, "oldest": oldest.seq}
+        return cls(
+            stream, stream_sql, position, mirror, by_seq, oldest, pin, pin == head.seq,
+            statement, feed_statement(statement, stream_sql), params,
+        )  # fmt: skip
+
+    def publish_of(self, version: int) -> Publish:
+        """The publish numbered ``version`` (the oldest kept for one before it)."""
+        return self.by_seq.get(version, self.oldest)
+
+    def token_after(self, last: tuple[int, str] | None) -> str:
+        """The token that goes on after a page whose last entry is ``last`` (None: the walk
+        has no more)."""
+        return encode_token(_next_position(self.stream, self.position, self.pin, last), self.mirror)
+
+
+def _held_listing(
+    con: duckdb.DuckDBPyConnection, walk: _Pinned, walks: WalkListings | None
+) -> Listing | None:
+    """The whole listing of the walk as a server keeps it for the walk's later pages (None on
+    its first page, where most walks end, or when the server keeps none)."""
+    if walks is None or walk.position.after is None:
+        return None
+    whole = {**walk.params, "after_version": -1, "after_key": "", "limit": WHOLE_LISTING}
+    return walks.get_or_read(
+        (walk.statement, walk.stream, walk.position.since, walk.pin),
+        lambda: con.sql(walk.sql, params=named_parameters(walk.sql, whole)).to_arrow_table(),
+    )
+
+
+def _columns_page(
+    walk: _Pinned, listing: Listing, start: int, limit: int, records_now: RecordsNow
+) -> FeedPage | None:
+    """The page as columns of the listing and the records the server holds (None when they
+    cannot make it)."""
+    # Imported here: it imports Arrow, which only a server answering the feed needs.
+    from ductwork.history.page_columns import listed_columns
+
+    columns = listed_columns(listing, start, limit, records_now, walk.publish_of)
+    if columns is None:
+        return None
+    more = start + len(columns) < len(listing)
+    last = (int(columns.versions[-1]), columns.keys[-1].as_py()) if more else None
+    return FeedPage(columns, walk.token_after(last), more, walk.by_seq[walk.pin], columns.write)
+
+
+def _entries_page(
+    con: duckdb.DuckDBPyConnection,
+    walk: _Pinned,
+    listed: list[tuple[str, int]],
+    limit: int,
+    records_now: RecordsNow | None,
+) -> FeedPage:
+    """The page of the ``listed`` (key, version) pairs (one more than ``limit`` when the walk
+    goes on), each with its record: the server's where it holds them, else the snapshot's."""
     more = len(listed) > limit
     listed = listed[:limit]
     keys = [key for key, _ in listed]
     records = None
-    if records_now is not None and pin == head.seq:
+    if records_now is not None and walk.current:
         records = records_now.records_by_key(keys)
     if records is None:
-        records = records_of_keys(con, stream_sql, keys, None if pin == head.seq else pin)
+        pin = None if walk.current else walk.pin
+        records = records_of_keys(con, walk.stream_sql, keys, pin)
     changes = []
     for key, version in listed:
-        publish = by_seq.get(version, oldest)
+        publish = walk.publish_of(version)
         record = records.get(key)
         op = "upsert" if record is not None else "delete"
         changes.append(Change(op, key, publish.version, publish.published_at, record))
     last = (listed[-1][1], listed[-1][0]) if more else None
-    token = encode_token(_next_position(stream, position, pin, last), mirror)
-    return FeedPage(changes, token, more, by_seq[pin])
+    return FeedPage(changes, walk.token_after(last), more, walk.by_seq[walk.pin])
 
 
 def sliced_page(
