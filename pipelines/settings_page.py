@@ -15,7 +15,7 @@ PAGE = Path("docs/settings.md")
 HEAD = """# Settings
 
 Every setting is an environment variable; a missing required one is reported in one line that
-names it. This page is made from the settings model (`ductwork/settings.py`) by `ductwork docs`;
+names it. This page is made from the settings model (`ductwork/settings/`) by `ductwork docs`;
 edit the model, not this page.
 """
 # Read by boto3 itself, not by ductwork's model.
