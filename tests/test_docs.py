@@ -52,7 +52,8 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
 def test_the_settings_page_is_the_one_the_settings_model_makes() -> None:
     committed = (ROOT / PAGE).read_text(encoding="utf-8")
     assert committed == settings_page(), (
-        f"{PAGE} is stale: `ductwork docs --page settings --force` writes it again from ductwork/settings/"
+        f"{PAGE} is stale: `ductwork docs --page settings --force` writes it again from "
+        "ductwork/settings/"
     )
 
 
