@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -245,6 +246,29 @@ def test_docs_command_writes_the_dictionary_from_the_snapshot_catalog(
         "docs/data-dictionary.md is stale: `ductwork docs --force` on a synced data folder "
         "writes it again"
     )
+
+
+def test_the_analysts_page_lines_run_against_a_synced_snapshot(
+    synced_home: Path, tmp_path: Path
+) -> None:
+    """The "Try it" lines of ``docs/analysts.md``, pasted as they are but for the data folder
+    (the demo's there, the tests' synced one here), each command failing the script."""
+    page = (ROOT / "docs" / "analysts.md").read_text(encoding="utf-8")
+    heading = page.index("## Try it")
+    start = page.index("```bash\n", heading) + len("```bash\n")
+    first, rest = page[start : page.index("```", start)].split("\n", 1)
+    assert first == "export DUCTWORK_HOME=.ductwork/demo"
+    script = "\n".join(["set -euo pipefail", f"export DUCTWORK_HOME={synced_home}", rest])
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # where its export goes (mktemp)
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    counts = snapshot_counts(synced_home)
+    assert f"{counts['digital_assets']}" in done.stdout  # the assets as of the oldest publish
+    for status in ("New", "Qualified"):
+        assert status in done.stdout
+    assert "manifest.json" in done.stdout and "leads_by_week" in done.stdout
 
 
 def test_docs_command_without_a_snapshot_says_so(tmp_path: Path) -> None:
