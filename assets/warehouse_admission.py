@@ -16,7 +16,7 @@ import dagster as dg
 from assets.run_recovery import free_orphaned_slots, record_worker, recover_dead_runs
 from ductwork.settings import RunSettings, load
 from ductwork.stop_signals import stop_signal_received
-from ductwork.warehouse_lease import Holder, WarehouseLease, lease_beside
+from ductwork.warehouse.lease import Holder, WarehouseLease, lease_beside
 
 STATUS_CHECK_S = 2.0  # how often a waiting run asks the instance whether it was canceled
 HOLDING_MESSAGE = "holding the warehouse lease"  # in every run's event log, when it took the lease

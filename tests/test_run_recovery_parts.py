@@ -22,7 +22,7 @@ from dagster._core.launcher import WorkerStatus
 
 from assets.run_recovery import WORKER_TAG, recover_dead_runs
 from ductwork.run_worker import RunWorker
-from ductwork.warehouse_lease import WarehouseBusy, WarehouseLease
+from ductwork.warehouse.lease import WarehouseBusy, WarehouseLease
 from pipelines.instance import INSTANCE_YAML, prepare_dagster_home
 from pipelines.run_launcher import LocalRunLauncher
 from sandbox.fault_settings import Faults
@@ -32,7 +32,7 @@ from tests.helpers.cli import ductwork, sync_env
 HOLD_LEASE = """
 import sys, time
 from pathlib import Path
-from ductwork.warehouse_lease import WarehouseLease
+from ductwork.warehouse.lease import WarehouseLease
 lease = WarehouseLease(Path(sys.argv[1]))
 assert lease.try_acquire("run-in-child")
 print("held", flush=True)

@@ -26,7 +26,7 @@ import dagster as dg
 import pytest
 
 from ductwork.run_worker import proc_stat
-from ductwork.warehouse_lease import lease_beside
+from ductwork.warehouse.lease import lease_beside
 from sandbox.server import Faults, SandboxHandle, running_sandbox
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.cli import ROOT, ductwork, sync_env

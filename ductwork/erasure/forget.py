@@ -33,8 +33,8 @@ from ductwork.settings import (
     load,
 )
 from ductwork.streams.registry import stream_named
+from ductwork.warehouse.lease import Holder, lease_beside
 from ductwork.warehouse.opening import prepare_connection
-from ductwork.warehouse_lease import Holder, lease_beside
 
 PENDING = "erasure-pending.json"
 

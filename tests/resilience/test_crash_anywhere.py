@@ -47,8 +47,8 @@ from ductwork import snapshots
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
 from ductwork.settings import HomeSettings
+from ductwork.warehouse.lease import lease_beside
 from ductwork.warehouse.sync_state import PAGE_WALK
-from ductwork.warehouse_lease import lease_beside
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
 from tests.helpers.api import both_keys, compare_all, mirror_requests
