@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.land_floor import LAND_FLOOR_LABEL, LAND_FLOOR_PARTS, floor_summary
 from bench.suite import GIB, MIB, Findings, SyncRun
 
 BUDGET_MIN = 25
@@ -88,14 +89,6 @@ PACED_P99_RATIO_TARGET = 1.5
 
 # The floors' names in the CPU table, by the client the suite names them with.
 FLOOR_NAMES = {"raw": "floor: raw", "aiohttp": "floor: aiohttp", "land": "land-and-model floor"}
-LAND_FLOOR_LABEL = "land-and-model floor: the raw client, bodies landed in DuckDB, then modelled"
-# The land-and-model floor's own timings: (row label, its report's key).
-LAND_FLOOR_PARTS = (
-    ("fetch and land, s", "fetch_land_s"),
-    ("model in SQL, s", "model_s"),
-    ("fetch and land, CPU s", "fetch_land_cpu_s"),
-    ("model in SQL, CPU s", "model_cpu_s"),
-)
 
 
 def serving_share_target(mix: str) -> float:
@@ -347,27 +340,7 @@ class Report:
             "",
         ]
         self.body += _table(self.run_header("run"), rows)
-        client_cpu = found.floor_cpu.get("raw", [])
-        upstream_cpu = found.floor_upstream_cpu.get("raw", [])
-        if client_cpu:
-            faithful = fetched_as_floor(found, scale)
-            cpu = _median(r.cpu_s for r in full) / _median(client_cpu)
-            a = self.verdict(
-                f"full sync CPU / raw floor CPU ({scale})", f"{cpu:.2f}",
-                f"≤ {SYNC_CPU_TARGET:g}", faithful and cpu <= SYNC_CPU_TARGET,
-            )  # fmt: skip
-            upstream = _median(upstream_cpu) / _median(client_cpu)
-            b = self.verdict(
-                f"upstream CPU during the raw floor / floor client CPU ({scale})",
-                f"{upstream:.2f}", f"≤ {UPSTREAM_CPU_TARGET}",
-                faithful and upstream <= UPSTREAM_CPU_TARGET,
-            )  # fmt: skip
-            self.body += [
-                f"sync CPU / raw floor CPU = **{cpu:.2f}** (target ≤ {SYNC_CPU_TARGET:g}: "
-                f"{a}); the replay's CPU during the raw floor / the floor client's = "
-                f"**{upstream:.2f}** (target ≤ {UPSTREAM_CPU_TARGET}: {b}).",
-                "",
-            ]
+        self.cpu_verdicts(scale)
         raw = found.raw_floor.get(scale)
         if raw:
             bound = _median(bounds)
@@ -379,6 +352,36 @@ class Report:
                 "",
             ]
         self.land_floor(scale)
+        self.full_sync_steps(full)
+
+    def cpu_verdicts(self, scale: str) -> None:
+        """The full sync's CPU and the replay's during the raw floor, each against the raw
+        floor client's CPU, judged."""
+        found = self.found
+        client_cpu = found.floor_cpu.get("raw", [])
+        if not client_cpu:
+            return
+        faithful = fetched_as_floor(found, scale)
+        cpu = _median(r.cpu_s for r in found.full[scale]) / _median(client_cpu)
+        a = self.verdict(
+            f"full sync CPU / raw floor CPU ({scale})", f"{cpu:.2f}",
+            f"≤ {SYNC_CPU_TARGET:g}", faithful and cpu <= SYNC_CPU_TARGET,
+        )  # fmt: skip
+        upstream = _median(found.floor_upstream_cpu.get("raw", [])) / _median(client_cpu)
+        b = self.verdict(
+            f"upstream CPU during the raw floor / floor client CPU ({scale})",
+            f"{upstream:.2f}", f"≤ {UPSTREAM_CPU_TARGET}",
+            faithful and upstream <= UPSTREAM_CPU_TARGET,
+        )  # fmt: skip
+        self.body += [
+            f"sync CPU / raw floor CPU = **{cpu:.2f}** (target ≤ {SYNC_CPU_TARGET:g}: "
+            f"{a}); the replay's CPU during the raw floor / the floor client's = "
+            f"**{upstream:.2f}** (target ≤ {UPSTREAM_CPU_TARGET}: {b}).",
+            "",
+        ]
+
+    def full_sync_steps(self, full: Sequence[SyncRun]) -> None:
+        """The steps of the full syncs, as ``ductwork sync`` reports them, slowest first."""
         names = _steps_slowest_first(full)
         step_rows = [
             self.row(name, [run.steps.get(name, math.nan) for run in full], ".1f") for name in names
@@ -401,24 +404,17 @@ class Report:
         ]
         self.body += ["The land-and-model floor's parts, as it times them itself:", ""]
         self.body += _table(self.run_header("part"), rows)
-        cpu_ratio = _median(land_cpu) / _median(raw_cpu)
-        wall_ratio = _median(land_wall) / _median(raw_wall)
-        lines = [
-            f"land-and-model floor / raw floor: CPU **{cpu_ratio:.2f}**, wall {wall_ratio:.2f} "
-            "(its modelling runs after its fetches)."
-        ]
+        dagster = None
         if found.noop_run_cpu and found.startup_floor_cpu:
             dagster = _median(found.noop_run_cpu) - _median(found.startup_floor_cpu)
-            least = _median(land_cpu) + dagster
-            lines.append(
-                f"A sync is also a Dagster run: section 3's no-op run less its start-up floor "
-                f"costs {dagster:.1f} s of CPU (imports left out, so this understates it). "
-                f"Land, model and that run: {least:.1f} s, **{least / _median(raw_cpu):.2f} ×** "
-                f"the raw floor's CPU (the sync's target: ≤ {SYNC_CPU_TARGET:g}), before the "
-                "upsert against stored rows, the history, the drift tally, the checks, the "
-                "publish and the catalog's modelling, each of which only adds to it."
-            )
-        self.body += [" ".join(lines), ""]
+        line = floor_summary(
+            _median(land_cpu),
+            _median(raw_cpu),
+            _median(land_wall) / _median(raw_wall),
+            dagster,
+            SYNC_CPU_TARGET,
+        )
+        self.body += [line, ""]
 
     # 2 -------------------------------------------------------------------------------------
     def memory(self) -> None:
