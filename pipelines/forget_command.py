@@ -15,6 +15,7 @@ from ductwork.erasure import audit
 from ductwork.erasure.exports import exports_holding
 from ductwork.erasure.forget import Request, lift_suppression, pending_for, write_pending
 from ductwork.settings import HomeSettings, UpstreamSettings, load
+from ductwork.streams.model import Stream
 from ductwork.streams.registry import personal_streams
 from pipelines.usage import UsageError
 
@@ -43,31 +44,11 @@ def run_forget(
     if lift:
         if suppress or reason is not None:
             raise UsageError("forget --lift takes no --reason nor --suppress")
-        lifted = lift_suppression(home, stream.name, keys, _say)
-        hashes = audit.keyed_hashes(home.home, keys)
-        print(f"lifted {len(lifted)} of {len(keys)} suppression(s) in {stream.name}: the next "
-              "sync brings the records back")  # fmt: skip
-        for key, hashed in zip(keys, hashes, strict=True):
-            state = "lifted" if key in lifted else "was not suppressed"
-            print(f"  {hashed[:16]}  {state}")
-        return 0
+        return _lift(home, stream.name, keys)
     if not reason or not reason.strip():
         raise UsageError("forget needs --reason TEXT (kept in the audit log)")
-    if not suppress:
-        # Imported here: the upstream client is needed only for this question.
-        from ductwork.erasure.upstream_check import still_served
-
-        served = still_served(stream, keys, load(UpstreamSettings))
-        if served:
-            hashes = audit.keyed_hashes(home.home, served)
-            print(
-                f"ductwork forget: the upstream still serves {len(served)} of these "
-                f"{stream.name} record(s) (key hashes {', '.join(h[:16] for h in hashes)}): "
-                "refused, the next sync would bring them back; delete them upstream first, or "
-                "give --suppress to erase them and keep them out of every later sync",
-                file=sys.stderr,
-            )
-            return 1
+    if not suppress and _refused_as_still_served(home, stream, keys):
+        return 1
     earlier, request = pending_for(
         home, Request(stream.name, tuple(keys), reason.strip(), suppress)
     )
@@ -81,10 +62,51 @@ def run_forget(
     if code != 0:
         _say("the erasure did not finish: run the same command again to finish it")
         return code
+    _report_erasure(home, stream.name, keys, request, suppress)
+    return 0
+
+
+def _lift(home: HomeSettings, stream: str, keys: list[str]) -> int:
+    """Lift the suppression of ``keys``, saying which were suppressed (by key hash)."""
+    lifted = lift_suppression(home, stream, keys, _say)
+    hashes = audit.keyed_hashes(home.home, keys)
+    print(f"lifted {len(lifted)} of {len(keys)} suppression(s) in {stream}: the next "
+          "sync brings the records back")  # fmt: skip
+    for key, hashed in zip(keys, hashes, strict=True):
+        state = "lifted" if key in lifted else "was not suppressed"
+        print(f"  {hashed[:16]}  {state}")
+    return 0
+
+
+def _refused_as_still_served(home: HomeSettings, stream: Stream, keys: list[str]) -> bool:
+    """Whether the upstream still serves some of ``keys`` (then said on stderr, by key hash):
+    the next sync would bring them back."""
+    # Imported here: the upstream client is needed only for this question.
+    from ductwork.erasure.upstream_check import still_served
+
+    served = still_served(stream, keys, load(UpstreamSettings))
+    if not served:
+        return False
+    hashes = audit.keyed_hashes(home.home, served)
+    print(
+        f"ductwork forget: the upstream still serves {len(served)} of these "
+        f"{stream.name} record(s) (key hashes {', '.join(h[:16] for h in hashes)}): "
+        "refused, the next sync would bring them back; delete them upstream first, or "
+        "give --suppress to erase them and keep them out of every later sync",
+        file=sys.stderr,
+    )
+    return True
+
+
+def _report_erasure(
+    home: HomeSettings, stream: str, keys: list[str], request: Request, suppress: bool
+) -> None:
+    """What the erasure removed (from its audit line), and the exports that still hold any of
+    the records."""
     line = _audit_line(home.home, request.erasure_id)
     removed = line.get("rows_removed", {})
     print(
-        f"erased {len(keys)} {stream.name} record(s): {sum(removed.values())} row(s) removed; "
+        f"erased {len(keys)} {stream} record(s): {sum(removed.values())} row(s) removed; "
         f"audit log: {audit.audit_path(home.home)} (erasure {request.erasure_id})"
     )
     for table, count in sorted(removed.items()):
@@ -94,8 +116,8 @@ def run_forget(
         print(f"  {kind}: {count}")
     if suppress:
         print(f"suppressed: later syncs skip these records until `ductwork forget --lift "
-              f"{stream.name} KEY`")  # fmt: skip
-    held = exports_holding(home, stream.name, keys)
+              f"{stream} KEY`")  # fmt: skip
+    held = exports_holding(home, stream, keys)
     if held:
         print(
             f"{len(held)} export(s) written by `ductwork export` still hold some of these "
@@ -103,7 +125,6 @@ def run_forget(
         )
         for folder in held:
             print(f"  {folder}")
-    return 0
 
 
 def _run_forget_job(verbose: bool) -> int:

@@ -29,7 +29,6 @@ STILL_OVER: dict[str, int] = {
     "ductwork/sync/cursor_list.py:_walk": 62,
     "ductwork/upstream/client.py:get": 61,
     "pipelines/demo.py:run_demo": 72,
-    "pipelines/forget_command.py:run_forget": 81,
     "sandbox/lead_records.py:make": 77,
 }
 
