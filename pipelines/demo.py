@@ -7,6 +7,7 @@ import os
 import secrets
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ductwork.contract import paths
@@ -41,67 +42,107 @@ def run_demo(options: argparse.Namespace) -> int:
     if "DUCTWORK_HOME" not in os.environ:
         os.environ["DUCTWORK_HOME"] = str(Path(".ductwork/demo").resolve())
     home = load(HomeSettings)
-    upstream_url = f"http://{HOST}:{options.sandbox_port}"
-    s3_url = f"http://{HOST}:{options.s3_port}"
     upstream_key = "sandbox-" + secrets.token_urlsafe(16)
     env = {
         **os.environ,
-        **upstream_environment(upstream_url, upstream_key, s3_url, BUCKET),
+        **upstream_environment(_upstream_url(options), upstream_key, _s3_url(options), BUCKET),
         "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "demo"),
         "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "demo"),
         "DAGSTER_HOME": str(prepare_dagster_home(home.dagster_home)),
     }
     os.environ.update(env)
-    api_url = f"http://{HOST}:{options.api_port}"
+    demo = _Demo(options, home, env, upstream_key)
+    return run_until_stopped("demo", demo.run)
 
-    def demo(group: ProcessGroup) -> int:
+
+@dataclass(frozen=True)
+class _Demo:
+    """What the demo starts, in the group ``run_until_stopped`` stops: the object store and
+    the sandbox, a full sync, then the read API and the Dagster UI."""
+
+    options: argparse.Namespace
+    home: HomeSettings
+    env: dict[str, str]
+    upstream_key: str
+
+    @property
+    def s3_url(self) -> str:
+        return _s3_url(self.options)
+
+    @property
+    def upstream_url(self) -> str:
+        return _upstream_url(self.options)
+
+    def run(self, group: ProcessGroup) -> int:
+        """Start everything; 1 if the sync failed, 0 after the sync with --exit-after-sync,
+        else wait for a stop signal."""
+        self.start_upstreams(group)
+        print(f"[demo] full sync into {self.home.warehouse_path} (runs recorded in the Dagster UI)")
+        # A child of the group: a stop signal reaches it as SIGTERM, and it ends its run as
+        # canceled within the group's grace period.
+        if group.start(_ductwork("sync"), self.env).wait() != 0:
+            print("[demo] the sync failed; see the run above", file=sys.stderr)
+            return 1
+        self.start_api_and_ui(group)
+        if self.options.exit_after_sync:
+            return 0
+        print("Press Ctrl-C to stop everything.", flush=True)
+        while True:
+            signal.pause()
+
+    def start_upstreams(self, group: ProcessGroup) -> None:
+        """The object store (its bucket seeded) and the sandbox upstream, once they answer."""
+        options, env = self.options, self.env
         # The emulator logs a line per request (one per manual put in the bucket below): to
         # a file, so that the demo's first screen is its own.
-        moto_log = home.home / "demo-object-store.log"
-        print(f"[demo] object store (moto S3 server) on {s3_url}, bucket {BUCKET}; log {moto_log}")
+        moto_log = self.home.home / "demo-object-store.log"
+        print(f"[demo] object store (moto S3 server) on {self.s3_url}, bucket {BUCKET}; "
+              f"log {moto_log}")  # fmt: skip
         moto = group.start(
             [installed_command("moto_server"), "-H", HOST, "-p", str(options.s3_port)],
             env,
             output=moto_log,
         )
-        wait_until_answering(s3_url, moto)
-        _seed_bucket(s3_url, options.seed)
-        print(f"[demo] sandbox upstream ({options.scale}, seed {options.seed}) on {upstream_url}")
+        wait_until_answering(self.s3_url, moto)
+        _seed_bucket(self.s3_url, options.seed)
+        print(f"[demo] sandbox upstream ({options.scale}, seed {options.seed}) on "
+              f"{self.upstream_url}")  # fmt: skip
         sandbox = group.start(
             _ductwork(
                 "sandbox", "--host", HOST, "--port", str(options.sandbox_port),
                 "--seed", str(options.seed), "--scale", options.scale,
-                "--api-key", upstream_key,
-                "--s3-endpoint-url", s3_url, "--s3-bucket", BUCKET,
+                "--api-key", self.upstream_key,
+                "--s3-endpoint-url", self.s3_url, "--s3-bucket", BUCKET,
             ),
             env,
         )  # fmt: skip
-        wait_until_answering(upstream_url + "/_sandbox/stats", sandbox, timeout_s=300)
+        wait_until_answering(self.upstream_url + "/_sandbox/stats", sandbox, timeout_s=300)
 
-        print(f"[demo] full sync into {home.warehouse_path} (runs recorded in the Dagster UI)")
-        # A child of the group: a stop signal reaches it as SIGTERM, and it ends its run as
-        # canceled within the group's grace period.
-        if group.start(_ductwork("sync"), env).wait() != 0:
-            print("[demo] the sync failed; see the run above", file=sys.stderr)
-            return 1
-
-        key = KeyFile(home.keys_path).create("demo", ["all"])
-        api = group.start(_ductwork("serve", "--host", HOST, "--port", str(options.api_port)), env)
+    def start_api_and_ui(self, group: ProcessGroup) -> None:
+        """A demo key, the read API once it answers, the Dagster UI; then the summary."""
+        options = self.options
+        api_url = f"http://{HOST}:{options.api_port}"
+        key = KeyFile(self.home.keys_path).create("demo", ["all"])
+        serving = _ductwork("serve", "--host", HOST, "--port", str(options.api_port))
+        api = group.start(serving, self.env)
         wait_until_answering(api_url + paths.PRODUCTS_LIST, api)
         ui_url = None
         if not options.no_ui:
             ui_url = f"http://{HOST}:{options.ui_port}"
             dev = [installed_command("dg"), "dev", "-w", str(WORKSPACE), "-h", HOST]
             dev += ["-p", str(options.ui_port)]
-            group.start(dev, env)
-        _print_summary(api_url, key, ui_url, home)
-        if options.exit_after_sync:
-            return 0
-        print("Press Ctrl-C to stop everything.", flush=True)
-        while True:
-            signal.pause()
+            group.start(dev, self.env)
+        _print_summary(api_url, key, ui_url, self.home)
 
-    return run_until_stopped("demo", demo)
+
+def _s3_url(options: argparse.Namespace) -> str:
+    """The object store's URL."""
+    return f"http://{HOST}:{options.s3_port}"
+
+
+def _upstream_url(options: argparse.Namespace) -> str:
+    """The sandbox upstream's URL."""
+    return f"http://{HOST}:{options.sandbox_port}"
 
 
 def _ports(options: argparse.Namespace) -> list[tuple[str, int]]:
