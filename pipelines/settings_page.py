@@ -25,7 +25,7 @@ CREDENTIALS_ROW = (
 )
 
 
-def default_text(name: str, field: FieldInfo) -> str:
+def default_text(field: FieldInfo) -> str:
     """A setting's default as the page shows it: ``required``, ``unset``, or the value."""
     if field.is_required():
         return "required"
@@ -52,7 +52,7 @@ def settings_page() -> str:
         for name, field in group.model_fields.items():
             variable = f"{PREFIX}{name.upper()}"
             meaning = " ".join((field.description or "").split())
-            lines.append(f"| `{variable}` | {default_text(name, field)} | {meaning} |")
+            lines.append(f"| `{variable}` | {default_text(field)} | {meaning} |")
         if group.__name__ == "S3Settings":
             lines.append(CREDENTIALS_ROW)
         lines.append("")
