@@ -11,6 +11,9 @@ from typing import TypeAlias
 from ductwork.keys import ALL_SCOPES, GRANTABLE_SCOPES, STREAM_SCOPE_PREFIX
 from ductwork.streams.registry import STREAMS, personal_streams
 
+# The stream names the help texts list.
+STREAM_NAMES = ", ".join(stream.name for stream in STREAMS)
+
 # The subcommands of ``ductwork``, as argparse hands them out.
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -51,7 +54,6 @@ def _add_sandbox(sub: Subcommands) -> None:
 
 def _add_sync(sub: Subcommands) -> None:
     """``ductwork sync``."""
-    streams = ", ".join(stream.name for stream in STREAMS)
     resumable = ", ".join(stream.name for stream in STREAMS if stream.resumable)
     sync = sub.add_parser("sync", help="Sync from the upstream through Dagster, then publish.")
     sync.add_argument(
@@ -74,7 +76,7 @@ def _add_sync(sub: Subcommands) -> None:
         action="append",
         metavar="STREAM",
         help=f"Re-read this stream from scratch (resume point forgotten, deletions detected); "
-        f"repeatable; adds the stream to the selection. Streams: {streams}.",
+        f"repeatable; adds the stream to the selection. Streams: {STREAM_NAMES}.",
     )
     sync.add_argument(
         "--reset",
@@ -132,7 +134,6 @@ def _add_keys(sub: Subcommands) -> None:
 
 def _add_subscriptions(sub: Subcommands) -> None:
     """``ductwork subscriptions``."""
-    streams = ", ".join(stream.name for stream in STREAMS)
     subs = sub.add_parser(
         "subscriptions", help="Who is POSTed a signed notification after each publish."
     )
@@ -147,7 +148,7 @@ def _add_subscriptions(sub: Subcommands) -> None:
         action="append",
         required=True,
         metavar="STREAM",
-        help=f"Required, repeatable. Streams: {streams}.",
+        help=f"Required, repeatable. Streams: {STREAM_NAMES}.",
     )
     add.set_defaults(handler="subscriptions_add")
     subs_sub.add_parser(
@@ -178,13 +179,12 @@ def _add_sql(sub: Subcommands) -> None:
 
 def _add_changes(sub: Subcommands) -> None:
     """``ductwork changes``."""
-    streams = ", ".join(stream.name for stream in STREAMS)
     changes = sub.add_parser(
         "changes",
         help="A stream's changes as NDJSON (every record without --since); the next token on "
         "stderr.",
     )
-    changes.add_argument("stream", help=f"One of: {streams}.")
+    changes.add_argument("stream", help=f"One of: {STREAM_NAMES}.")
     changes.add_argument("--since", default=None, metavar="TOKEN", help="A token printed before.")
     changes.add_argument(
         "--limit", type=int, default=1000, help="Changes read per page (1 to 10000)."
@@ -220,13 +220,12 @@ def _add_forget(sub: Subcommands) -> None:
 
 def _add_diff(sub: Subcommands) -> None:
     """``ductwork diff``."""
-    streams = ", ".join(stream.name for stream in STREAMS)
     diff = sub.add_parser(
         "diff", help="What changed in the streams between two instants (or snapshot versions)."
     )
     diff.add_argument("--from", dest="before", required=True, metavar="INSTANT")
     diff.add_argument("--to", dest="after", required=True, metavar="INSTANT")
-    diff.add_argument("--stream", default=None, help=f"One of: {streams} (default: all).")
+    diff.add_argument("--stream", default=None, help=f"One of: {STREAM_NAMES} (default: all).")
     diff.add_argument("--format", choices=["table", "json"], default="table")
     diff.set_defaults(handler="diff")
 

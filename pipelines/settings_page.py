@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic.fields import FieldInfo
 
 from ductwork import file_modes, output_files
-from ductwork.settings import ALL_GROUPS, PREFIX
+from ductwork.settings import ALL_GROUPS, PREFIX, S3Settings
 
 PAGE = Path("docs/settings.md")
 HEAD = """# Settings
@@ -53,7 +53,7 @@ def settings_page() -> str:
             variable = f"{PREFIX}{name.upper()}"
             meaning = " ".join((field.description or "").split())
             lines.append(f"| `{variable}` | {default_text(field)} | {meaning} |")
-        if group.__name__ == "S3Settings":
+        if group is S3Settings:
             lines.append(CREDENTIALS_ROW)
         lines.append("")
     return "\n".join(lines)

@@ -107,3 +107,23 @@ def test_sql_writes_parquet_to_the_output_file_and_refuses_parquet_without_one(
     refused = ductwork("sql", query, "--format", "parquet", env=env)
     assert refused.returncode == 2
     assert "--output" in refused.stderr
+
+
+def test_every_subcommand_the_parser_declares_has_its_handler() -> None:
+    """``pipelines.cli_parser`` names each subcommand's handler as text; ``pipelines.cli`` must
+    hold a function by every such name, or that command fails only when someone runs it."""
+    import argparse
+
+    from pipelines import cli, cli_parser
+
+    def handlers(parser: argparse.ArgumentParser) -> set[str]:
+        named = {parser.get_default("handler")} - {None}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    named |= handlers(sub)
+        return named
+
+    declared = handlers(cli_parser.parser("test"))
+    assert len(declared) > 15
+    assert declared == set(cli.HANDLERS)
