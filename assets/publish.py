@@ -11,13 +11,14 @@ from dagster_duckdb import DuckDBResource
 from assets.ingest import OWNERS, WAREHOUSE_POOL
 from assets.resources import DataHome, open_warehouse
 from assets.streams import SYNCED_KEYS
-from ductwork import snapshots, sync_times
+from ductwork import snapshots
 from ductwork.erasure.forget import unfinished_erasure
 from ductwork.settings import HistorySettings, S3Settings, SnapshotStoreSettings, load
+from ductwork.snapshots import sync_times
 from ductwork.streams.registry import STREAMS
 
 if TYPE_CHECKING:
-    from ductwork.snapshot_store import StorePublication
+    from ductwork.snapshots.store import StorePublication
 
 
 @dg.asset(
@@ -96,6 +97,6 @@ def publish_to_store(
     if url is None:
         return None
     # Imported only here: it imports boto3, which a data folder without a store never needs.
-    from ductwork.snapshot_store import SnapshotStore
+    from ductwork.snapshots.store import SnapshotStore
 
     return SnapshotStore.connect(url, load(S3Settings)).publish(snapshot, synced)

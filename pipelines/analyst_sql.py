@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, BinaryIO
 import duckdb
 import pyarrow.parquet as pq
 
-from ductwork import output_files, snapshot_guard, snapshots
+from ductwork import output_files, snapshots
 from ductwork.settings import AnalystSettings, load
+from ductwork.snapshots import guard
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 # Applied as the snapshot opens (the settings the read API opens snapshots with): the database
 # file itself is attached first, then nothing else on the file system (read_csv, COPY, ATTACH,
 # EXPORT), no extension installed or loaded, no secret kept on disk, no setting changed after.
-SANDBOX = snapshot_guard.LOCKED
+SANDBOX = guard.LOCKED
 BATCH_ROWS = 100_000
 
 

@@ -27,7 +27,7 @@ from ductwork import output_files
 from ductwork.erasure.exports import record_export
 from ductwork.output_files import Folder
 from ductwork.settings import HomeSettings, S3Settings, load
-from ductwork.snapshot_store import StoreLocation
+from ductwork.snapshots.store import StoreLocation
 from pipelines.analyst_sql import sandboxed
 from pipelines.snapshot_catalog import Relation, describe
 from warehouse_sql import fill, section

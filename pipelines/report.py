@@ -19,8 +19,9 @@ import dagster as dg
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ductwork import file_modes, output_files, snapshots, sync_times
+from ductwork import file_modes, output_files, snapshots
 from ductwork.history.feed_queries import publishes
+from ductwork.snapshots import sync_times
 from ductwork.streams.registry import LEADS
 from warehouse_sql import section, stream_section
 

@@ -20,7 +20,7 @@ from ductwork.contract.errors import ApiError, ErrorCode, invalid, no_such_path
 from ductwork.contract.paths import Family
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
-from ductwork.snapshot_store import SnapshotStore
+from ductwork.snapshots.store import SnapshotStore
 from serve.data_age import AgeRule, DataAge
 from serve.documents import add_document_routes
 from serve.failed_requests import FailedRequestLimit, RefusedClients

@@ -1,13 +1,14 @@
 """How old the data behind an answer is.
 
 Every answer on a path of a stream carries ``X-Synced-At``: when that stream last synced
-successfully (``ductwork.sync_times``; for a data folder whose publishes wrote no times yet, when
-a sync last published or confirmed the snapshot). With ``DUCTWORK_SERVE_MAX_AGE_S`` set, a
-request whose stream is older than that gets a 503 in its family's style with ``Retry-After``
-instead of the data, before its key is looked at: a stale mirror fails loudly rather than
-serving old data silently. The mirror's own paths are left alone, and so are answers from the
-past (``/at/`` or ``Accept-Datetime``, which ``serve.past`` marks before this layer): a
-memento's data is of its time by definition, so it is neither dated nor refused.
+successfully (``ductwork.snapshots.sync_times``; for a data folder whose publishes wrote no
+times yet, when a sync last published or confirmed the snapshot). With
+``DUCTWORK_SERVE_MAX_AGE_S`` set, a request whose stream is older than that gets a 503 in its
+family's style with ``Retry-After`` instead of the data, before its key is looked at: a stale
+mirror fails loudly rather than serving old data silently. The mirror's own paths are left
+alone, and so are answers from the past (``/at/`` or ``Accept-Datetime``, which ``serve.past``
+marks before this layer): a memento's data is of its time by definition, so it is neither dated
+nor refused.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ it serves through ``ductwork.serving_workers``.
 
 A replica (``DUCTWORK_SNAPSHOT_STORE`` set) has no publisher beside it: a thread of each worker
 polls the object store, brings a new snapshot into the local folder (one download per host,
-see ``ductwork.snapshot_store.fetch_current``) and swaps it in the same way.
+see ``ductwork.snapshots.store.fetch_current``) and swaps it in the same way.
 
-No snapshot is served before it passed ``ductwork.snapshot_guard``'s checks: its publisher's
+No snapshot is served before it passed ``ductwork.snapshots.guard``'s checks: its publisher's
 checksum, a locked connection, a catalog a publish makes. A refused snapshot leaves the
 previous one serving and is reported (``refusal``) until a good one comes.
 """
@@ -27,13 +27,14 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ductwork import serving_workers, snapshot_guard, snapshots, sync_times
+from ductwork import serving_workers, snapshots
 from ductwork.history.change_files import ChangeFiles
 from ductwork.history.feed import horizons, mirror_id
 from ductwork.history.feed_entries import Publish
 from ductwork.history.feed_queries import publishes
 from ductwork.history.walks import WalkListings
-from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.snapshots import guard, sync_times
+from ductwork.snapshots.store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import STREAMS
 from serve.catalog_index import CatalogIndex, load_catalog
@@ -97,11 +98,11 @@ def load_state(
     fails the guard's checks."""
     lease = snapshots.Lease(snapshot.path)
     try:
-        snapshot_guard.verify_checksum(snapshot.path)
+        guard.verify_checksum(snapshot.path)
         # The connection stays open for position-range reads; it closes with the state.
-        reader = SnapshotReader(snapshot_guard.open_locked(snapshot.path))
+        reader = SnapshotReader(guard.open_locked(snapshot.path))
         try:
-            snapshot_guard.check_catalog(reader.con, snapshot.path.name)
+            guard.check_catalog(reader.con, snapshot.path.name)
         except BaseException:
             reader.con.close()
             raise
@@ -347,11 +348,11 @@ class LiveSnapshot:
         """The state of ``snap``, or None when the guard refuses it (then reported)."""
         try:
             return load_state(snap, self._cache_bytes)
-        except snapshot_guard.SnapshotRefused as exc:
+        except guard.SnapshotRefused as exc:
             self._refuse(exc)
             return None
 
-    def _refuse(self, refused: snapshot_guard.SnapshotRefused) -> None:
+    def _refuse(self, refused: guard.SnapshotRefused) -> None:
         """Remember that the snapshot is not to be served, and say why, once."""
         self._refused.add(refused.name)
         self.refusal = f"snapshot {snapshots.version_of(refused.name)} refused: {refused.why}"
@@ -443,7 +444,7 @@ class StoreFollower:
         poll_s: float,
         on_change: Callable[[], None],
         refused: Container[str] = (),
-        on_refused: Callable[[snapshot_guard.SnapshotRefused], None] | None = None,
+        on_refused: Callable[[guard.SnapshotRefused], None] | None = None,
     ) -> None:
         self._store = store
         self._dir = snapshots_dir
@@ -469,7 +470,7 @@ class StoreFollower:
         does not match its checksum goes to ``on_refused`` and is not downloaded again."""
         try:
             fetch_current(self._store, self._dir, self._refused)
-        except snapshot_guard.SnapshotRefused as exc:
+        except guard.SnapshotRefused as exc:
             if self._on_refused is None:
                 raise
             self._on_refused(exc)

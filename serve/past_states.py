@@ -30,10 +30,11 @@ from contextlib import suppress
 from enum import IntEnum
 from pathlib import Path
 
-from ductwork import file_modes, snapshot_guard, snapshots
+from ductwork import file_modes, snapshots
 from ductwork.erasure import local_files
 from ductwork.history.feed_entries import Publish
 from ductwork.history.past import rebuild
+from ductwork.snapshots import guard, record_files
 from serve.erasures import Erasures
 from serve.live_snapshot import ServingState, load_state
 from serve.stream_index import CACHE_BYTES
@@ -210,7 +211,7 @@ class PastStates:
                 staging.unlink(missing_ok=True)
                 rebuild(current.path, publish, staging)
                 modes.secure(staging)
-                snapshot_guard.write_checksum(staging, beside=target)
+                guard.write_checksum(staging, beside=target)
                 os.replace(staging, target)
                 # Its record files are written as it is loaded, next: room is kept for them.
                 drop_rebuilt(folder, self._disk_bytes, room=record_bytes, spare=target)
@@ -223,7 +224,7 @@ def estimate(current: Path) -> tuple[int, int]:
     """What a rebuilt snapshot is expected to take: the current snapshot's bytes, and those
     of its record files (a past publish holds about as many records as the current one)."""
     record_bytes = 0
-    for name in snapshots.record_file_names(current):
+    for name in record_files.record_file_names(current):
         with suppress(FileNotFoundError):
             record_bytes += (current.parent / name).stat().st_size
     return current.stat().st_size, record_bytes
@@ -256,9 +257,9 @@ def drop_rebuilt(
         if len(made) - len(dropped) <= KEEP_REBUILT and disk_used(folder) + room <= disk_bytes:
             break
         with suppress(FileNotFoundError):
-            for name in snapshots.record_file_names(old):
+            for name in record_files.record_file_names(old):
                 (folder / name).unlink(missing_ok=True)
         old.unlink(missing_ok=True)
-        snapshot_guard.checksum_path(old).unlink(missing_ok=True)
+        guard.checksum_path(old).unlink(missing_ok=True)
         dropped.append(old)
     return dropped

@@ -14,7 +14,7 @@ then all map it; later starts of the API find it written. A worker maps the file
 before renaming it into place, and the record files of other snapshots are removed as a new
 one is written, but for those of the current snapshot and of any snapshot a worker serves
 (leases), a past one included, so that answering the past and the present never makes them
-rewrite each other's files (``ductwork.snapshots.record_files_in_use``); never another list's
+rewrite each other's files (``record_files_in_use``); never another list's
 of the same snapshot. A mapped file stays readable after its removal.
 
 Layout: 8 bytes of magic, the records, their ``n + 1`` offsets from the first (int64), then
@@ -35,12 +35,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ductwork import file_modes
-from ductwork.snapshots import (
+from ductwork import file_modes, snapshots
+from ductwork.snapshots.record_files import (
     RECORDS_LOCK,
     RECORDS_PARTIAL,
     RECORDS_PREFIX,
-    record_files_in_use,
+    record_file_names,
 )
 
 MAGIC = b"DWRECS01"
@@ -162,3 +162,18 @@ def _ends_and_data(array: pa.Array) -> tuple[np.ndarray, memoryview]:
     bounds = every[array.offset : array.offset + len(array) + 1]
     first, last = int(bounds[0]), int(bounds[-1])
     return (bounds[1:] - first).astype(np.int64), memoryview(data_buffer)[first:last]
+
+
+def record_files_in_use(folder: Path) -> set[str]:
+    """The names of the record files in ``folder`` that a writer of another must keep: those
+    of the current snapshot (if ``folder`` holds the pointer) and of every snapshot file there
+    that a reader leases (``Lease``), the past ones a worker serves included."""
+    live = snapshots.current(folder)
+    kept: set[str] = set()
+    for snapshot in folder.glob(f"*{snapshots.SUFFIX}"):
+        if snapshot.name.startswith("."):  # a copy being written: it has no record file yet
+            continue
+        if (live is not None and snapshot == live.path) or snapshots.in_use(snapshot):
+            with suppress(FileNotFoundError):  # pruned meanwhile
+                kept.update(record_file_names(snapshot))
+    return kept

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from starlette.concurrency import run_in_threadpool
 
-from ductwork.snapshots import record_file_name, record_file_names
+from ductwork.snapshots.record_files import record_file_name, record_file_names
 from serve import record_file
 from serve.key_positions import KeyPositions, key_positions
 from serve.record_file import RecordFile

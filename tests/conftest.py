@@ -17,9 +17,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from assets.resources import ObjectStore, resources_for_home
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.keys import GRANTABLE_SCOPES, KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, upstream_environment
+from ductwork.snapshots import guard
 from sandbox.local_server import serving
 from sandbox.server import SandboxHandle, running_sandbox, seed_bucket
 from serve.app import create_app
@@ -148,7 +149,7 @@ def home_with_published_snapshot(synced_home: Path, home: Path) -> Path:
     target.mkdir(parents=True)  # the warehouse stays empty: no sync ran here
     copy = target / published.path.name
     shutil.copyfile(published.path, copy)
-    checksum = snapshot_guard.checksum_path
+    checksum = guard.checksum_path
     shutil.copyfile(checksum(published.path), checksum(copy))  # as a replica's download has it
     (target / snapshots.POINTER).write_text(copy.name, encoding="utf-8")
     return copy

@@ -24,8 +24,6 @@ STILL_OVER: dict[str, int] = {
     "bench/suite.py:main": 71,
     "ductwork/history/recording.py": 557,
     "ductwork/history/recording.py:record_publish": 67,
-    "ductwork/snapshots.py": 706,
-    "ductwork/snapshots.py:publish": 98,
     "ductwork/sync/cursor_list.py:_walk": 62,
     "ductwork/upstream/client.py:get": 61,
     "sandbox/lead_records.py:make": 77,

@@ -1,6 +1,6 @@
 """The data's age on every answer (serve/data_age.py): ``X-Synced-At`` from the streams' sync
-times that each publish writes (ductwork/sync_times.py), moved by a sync that changed nothing,
-copied by replicas, kept by a stream whose upstream fails while the others move, and
+times that each publish writes (ductwork/snapshots/sync_times.py), moved by a sync that changed
+nothing, copied by replicas, kept by a stream whose upstream fails while the others move, and
 ``DUCTWORK_SERVE_MAX_AGE_S`` failing a stale stream's paths and ``/readyz`` loudly. Through
 ``ductwork sync`` and ``ductwork serve`` as operators run them."""
 
@@ -14,12 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ductwork import snapshots, sync_times
+from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.contract.encoding import format_datetime, parse_datetime
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings
-from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.snapshots import sync_times
+from ductwork.snapshots.store import SnapshotStore, fetch_current
 from ductwork.streams.registry import STREAMS, stream_serving
 from sandbox.fault_settings import Faults
 from sandbox.server import SandboxHandle

@@ -31,7 +31,7 @@ from ductwork.erasure.copies import StillHeld, erase_copies, holds
 from ductwork.erasure.local_files import PAST_FOLDER, read_marker, write_marker
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings
-from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.snapshots.store import SnapshotStore, fetch_current
 from ductwork.streams.registry import stream_named
 from sandbox.server import SandboxHandle
 from serve import past_states

@@ -17,9 +17,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.history import feed, feed_entries, feed_queries, recording
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
+from ductwork.snapshots import guard
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import CONTRACTORS, DIGITAL_ASSETS, LEADS, PAIRINGS, STREAMS
 from ductwork.warehouse.schema import schema_sql
@@ -353,8 +354,8 @@ def test_a_table_added_to_the_warehouse_by_hand_stays_out_of_the_snapshot(
 
     published = mirror.publish()
 
-    with snapshot_guard.open_locked(published.path) as con:
-        snapshot_guard.check_catalog(con, published.path.name)  # what readers accept
+    with guard.open_locked(published.path) as con:
+        guard.check_catalog(con, published.path.name)  # what readers accept
         names = {row[0] for row in con.execute("SELECT name FROM (SHOW ALL TABLES)").fetchall()}
     assert "pairings" in names and not {"scratch", "scratch_view"} & names
     assert mirror.con.execute("SELECT answer FROM scratch").fetchall() == [(42,)]
@@ -365,14 +366,14 @@ def test_a_catalog_passes_the_publisher_s_shortcut_only_when_it_equals_the_publi
     database with anything else is checked in full, and a reader passes no ``published``."""
     with duckdb.connect() as con:
         con.execute("CREATE VIEW stray AS SELECT 1 AS one")
-        found = snapshot_guard.catalog_of(con)
-        snapshot_guard.check_catalog(con, "copy", published=found)
-        assert snapshot_guard.drop_strays(con, published=found) == []
+        found = guard.catalog_of(con)
+        guard.check_catalog(con, "copy", published=found)
+        assert guard.drop_strays(con, published=found) == []
 
         for published in (None, {}, {**found, ("view", "main", "other"): "SELECT 2"}):
-            with pytest.raises(snapshot_guard.SnapshotRefused, match="no publish makes"):
-                snapshot_guard.check_catalog(con, "copy", published=published)
-        assert snapshot_guard.drop_strays(con, published={}) == ["main.stray"]
+            with pytest.raises(guard.SnapshotRefused, match="no publish makes"):
+                guard.check_catalog(con, "copy", published=published)
+        assert guard.drop_strays(con, published={}) == ["main.stray"]
 
 
 def test_the_feed_reads_its_publish_s_records_by_row_exactly_as_the_as_of_macro_gives_them(

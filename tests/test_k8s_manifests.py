@@ -35,7 +35,7 @@ from ductwork.settings import (
     SnapshotStoreSettings,
     load,
 )
-from ductwork.snapshot_store import StoreLocation
+from ductwork.snapshots.store import StoreLocation
 from sandbox.local_server import free_socket
 from tests.helpers.deployment import (
     ROOT,

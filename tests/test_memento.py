@@ -24,10 +24,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from ductwork import snapshots, sync_times
+from ductwork import snapshots
 from ductwork.contract.paths import LEADS, PIM_IMAGE_SYNC, WAREHOUSE_DIGITAL_ASSETS
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from ductwork.snapshots import sync_times
 from ductwork.streams.registry import INDOOR_MODELS, PAIRINGS, STREAMS
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
 from tests.helpers.cli import ductwork, sync_env

@@ -274,7 +274,7 @@ def test_a_token_holds_after_a_restart_and_on_a_replica_fed_by_the_object_store(
     remembered: dict, object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
     from ductwork.settings import S3Settings
-    from ductwork.snapshot_store import SnapshotStore
+    from ductwork.snapshots.store import SnapshotStore
 
     key, home = remembered["key"], remembered["home"]
     _, first_token = remembered["loads"]["digital-assets"]

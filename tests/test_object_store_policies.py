@@ -20,8 +20,9 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from ductwork import snapshot_guard, snapshots
-from ductwork.snapshot_store import SnapshotStore, StoreLocation
+from ductwork import snapshots
+from ductwork.snapshots import guard
+from ductwork.snapshots.store import SnapshotStore, StoreLocation
 from sandbox.local_server import HOST, free_socket
 from tests.helpers.deployment import config, helm_values, policy_of
 
@@ -122,7 +123,7 @@ def a_snapshot(folder: Path) -> snapshots.Snapshot:
     path = folder / f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}"
     with duckdb.connect(str(path)) as con:
         con.execute("CREATE TABLE units AS SELECT 'SKU-1' AS sku")
-    snapshot_guard.write_checksum(path)  # as its publisher
+    guard.write_checksum(path)  # as its publisher
     return snapshots.Snapshot(version, path)
 
 
@@ -160,7 +161,7 @@ def test_the_sync_publishes_and_the_read_api_reads_but_writes_nothing(
     SnapshotStore(location, api).download(pointer.name, copy)
     assert copy.read_bytes() == published.path.read_bytes()
     checksum = SnapshotStore(location, api).read_checksum(pointer.name)
-    assert checksum == snapshot_guard.checksum_of(published.path)
+    assert checksum == guard.checksum_of(published.path)
     # Nothing the read API's keys can write or delete, here or in the other buckets.
     media = config()["DUCTWORK_S3_BUCKET"]
     pointer_key = location.key(snapshots.POINTER)

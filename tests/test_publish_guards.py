@@ -17,6 +17,7 @@ from assets.checks import keys_unique_and_present
 from assets.resources import DataHome
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
+from ductwork.snapshots import publishing
 from ductwork.streams.model import Table
 from ductwork.streams.registry import LEADS, MANUALS
 from tests.conftest import home_with_published_snapshot
@@ -159,20 +160,20 @@ def test_a_copy_whose_numbered_rows_change_before_its_checkpoint_is_refused(
     must refuse rather than serve wrong records, and a publish left alone then succeeds."""
     home = HomeSettings(home=tmp_path)
     shutil.copyfile(HomeSettings(home=synced_home).warehouse_path, home.warehouse_path)
-    build = snapshots.add_snapshot_extras
+    build = publishing.add_snapshot_extras
 
     def build_then_delete_leads(con: duckdb.DuckDBPyConnection, *args: str) -> None:
         build(con, *args)
         con.execute("DELETE FROM leads WHERE rowid < 10")
 
-    monkeypatch.setattr(snapshots, "add_snapshot_extras", build_then_delete_leads)
+    monkeypatch.setattr(publishing, "add_snapshot_extras", build_then_delete_leads)
     refused = pytest.raises(RuntimeError, match="changed the rows its numbered lists point at")
     with duckdb.connect(str(home.warehouse_path)) as con, refused:
         snapshots.publish(con, home.snapshots_dir)
     assert snapshots.current(home.snapshots_dir) is None
     assert not [p for p in home.snapshots_dir.iterdir() if p.suffix == ".duckdb"]
 
-    monkeypatch.setattr(snapshots, "add_snapshot_extras", build)
+    monkeypatch.setattr(publishing, "add_snapshot_extras", build)
     with duckdb.connect(str(home.warehouse_path)) as con:
         published = snapshots.publish(con, home.snapshots_dir)
     with duckdb.connect(str(published.snapshot.path), read_only=True) as con:

@@ -15,6 +15,7 @@ import pytest
 from ductwork import snapshots
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from ductwork.snapshots.record_files import record_file_name, record_file_names
 from ductwork.streams.registry import DIGITAL_ASSETS
 from sandbox.local_server import serving
 from serve import record_file
@@ -87,10 +88,10 @@ def test_an_empty_list_has_an_empty_file_of_no_records(tmp_path: Path) -> None:
 def test_a_snapshot_changed_in_place_gets_a_file_of_its_own(tmp_path: Path) -> None:
     snapshot = tmp_path / "snapshot-x.duckdb"
     snapshot.write_bytes(b"one")
-    before = snapshots.record_file_name(snapshot, "serving_digital_assets")
+    before = record_file_name(snapshot, "serving_digital_assets")
     snapshot.write_bytes(b"other")  # a new size, whatever the clock's resolution
-    assert snapshots.record_file_name(snapshot, "serving_digital_assets") != before
-    assert snapshots.record_file_name(snapshot, "serving_leads") != before
+    assert record_file_name(snapshot, "serving_digital_assets") != before
+    assert record_file_name(snapshot, "serving_leads") != before
 
 
 def test_the_mapped_digital_assets_are_the_records_the_snapshot_holds(synced_home: Path) -> None:
@@ -146,7 +147,7 @@ def test_answering_the_past_keeps_the_record_files_of_the_current_snapshot_and_t
 
     def record_files(version: str) -> dict[str, int]:
         """The record files of that version's snapshot, by name, with their inodes."""
-        names = snapshots.record_file_names(snapshot_file(home, version))
+        names = record_file_names(snapshot_file(home, version))
         return {name: (target / name).stat().st_ino for name in names if (target / name).exists()}
 
     with serving_process(home, 1) as api, httpx.Client(headers=headers, timeout=60) as client:

@@ -24,7 +24,7 @@ from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings
-from ductwork.snapshot_store import SnapshotStore
+from ductwork.snapshots.store import SnapshotStore
 from ductwork.streams.registry import PAIRINGS
 from sandbox.local_server import serving
 from sandbox.server import SandboxHandle

@@ -14,12 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.contract.errors import PROBLEM_JSON
 from ductwork.contract.paths import Family, family_of
 from ductwork.keys import OPS_SCOPE, SCOPE_OF, SCOPES, KeyFile
 from ductwork.settings import HomeSettings, ServeSettings
+from ductwork.snapshots import guard
 from ductwork.streams.registry import (
     CONTRACTORS,
     DIGITAL_ASSETS,
@@ -434,7 +435,7 @@ def test_access_log_and_error_bodies_never_hold_keys_tokens_or_lead_contacts(
 def _lead_ids(home: Path) -> list[str]:
     snap = snapshots.current(HomeSettings(home=home).snapshots_dir)
     assert snap is not None
-    with snapshot_guard.open_locked(snap.path) as con:
+    with guard.open_locked(snap.path) as con:
         rows = con.execute("SELECT id FROM lead_details WHERE found ORDER BY id LIMIT 3").fetchall()
     return [row[0] for row in rows]
 

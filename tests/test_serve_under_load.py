@@ -22,10 +22,11 @@ import httpx
 import pytest
 from xxhash import xxh3_128_hexdigest
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from ductwork.snapshots import guard
 from ductwork.streams.registry import PAIRINGS
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer
@@ -176,7 +177,7 @@ def client_loop(base: str, key: str, record: LoadRecord, stop: threading.Event, 
 def snapshot_totals(home: Path, version: str) -> dict[str, int]:
     """The list totals of one published snapshot, read from its file."""
     path = HomeSettings(home=home).snapshots_dir / f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}"
-    with snapshot_guard.open_locked(path) as con:
+    with guard.open_locked(path) as con:
 
         def count(table: str) -> int:
             return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]

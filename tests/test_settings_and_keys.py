@@ -16,6 +16,7 @@ from assets.resources import open_warehouse
 from ductwork import snapshots
 from ductwork.keys import KeyFile
 from ductwork.settings import SettingsError, SyncSettings, UpstreamSettings, load
+from ductwork.snapshots import fingerprint, stamp
 from ductwork.warehouse import schema as warehouse_schema
 from serve.live_snapshot import LiveSnapshot
 
@@ -138,7 +139,7 @@ def test_a_warehouse_untouched_since_its_publish_is_confirmed_without_a_fingerpr
     assert (again.snapshot, again.fingerprint) == (first.snapshot, first.fingerprint)
 
     # A stamp that is unreadable, or names another snapshot, vouches for nothing.
-    (folder / snapshots.STAMP).write_text("{not json", encoding="utf-8")
+    (folder / stamp.STAMP).write_text("{not json", encoding="utf-8")
     assert snapshots.publish(con, folder).fingerprinted
     assert not snapshots.publish(con, folder).fingerprinted
     # Whole-second file times (a coarse file system) cannot tell a write in the same second.
@@ -174,7 +175,7 @@ def test_any_write_after_a_publish_has_the_next_one_fingerprint_the_warehouse(
     con.close()
     with duckdb.connect(str(path)) as other:
         other.execute("INSERT INTO pairings VALUES (2, 'Pairing', now(), '{}', now())")
-    assert not snapshots.write_ahead_log(path).exists()
+    assert not stamp.write_ahead_log(path).exists()
     con = duckdb.connect(str(path))
     changed = snapshots.publish(con, folder)
     assert changed.fingerprinted and changed.copied and changed.snapshot != first.snapshot
@@ -213,7 +214,7 @@ def test_a_new_release_of_the_publishing_sql_publishes_anew_with_unchanged_data(
 ) -> None:
     released = warehouse_schema.snapshot_sql() + "\n-- a changed comment or view\n"
     assert _publishes_anew_after(
-        tmp_path, lambda: monkeypatch.setattr(snapshots, "snapshot_sql", lambda: released)
+        tmp_path, lambda: monkeypatch.setattr(fingerprint, "snapshot_sql", lambda: released)
     )
 
 
@@ -222,9 +223,11 @@ def test_a_new_release_of_a_streams_feed_sql_publishes_anew_with_unchanged_data(
 ) -> None:
     # The feed's macros travel in the snapshot: a snapshot kept with the old ones would go on
     # serving records as the old release rendered them.
-    feed_sql = snapshots.as_of_macro
+    feed_sql = fingerprint.as_of_macro
 
     def release() -> None:
-        monkeypatch.setattr(snapshots, "as_of_macro", lambda name: feed_sql(name) + "\n-- changed")
+        monkeypatch.setattr(
+            fingerprint, "as_of_macro", lambda name: feed_sql(name) + "\n-- changed"
+        )
 
     assert _publishes_anew_after(tmp_path, release)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.settings import HomeSettings, S3Settings
-from ductwork.snapshot_store import SnapshotStore, fetch_current
+from ductwork.snapshots import folder, guard, record_files
+from ductwork.snapshots.store import SnapshotStore, fetch_current
 from ductwork.streams.registry import numbered_lists
 from serve import record_file
 from serve.live_snapshot import LiveSnapshot, load_state
@@ -26,7 +27,7 @@ def publish_fake(directory: Path, version: str, published_ago_s: float) -> Path:
     """A snapshot file published ``published_ago_s`` seconds ago, made current."""
     path = directory / f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}"
     path.write_bytes(b"snapshot")
-    snapshot_guard.write_checksum(path)
+    guard.write_checksum(path)
     moment = time.time() - published_ago_s
     os.utime(path, (moment, moment))
     (directory / snapshots.POINTER).write_text(path.name, encoding="utf-8")
@@ -86,7 +87,7 @@ def test_a_serving_worker_leases_its_snapshot_and_lets_it_go_when_it_switches(
     (tmp_path / snapshots.POINTER).write_text(names[1], encoding="utf-8")  # a new publish
 
     assert snapshots.prune(tmp_path, keep=1, grace_s=0) == []  # still served
-    old_records = snapshots.record_file_names(old)
+    old_records = record_files.record_file_names(old)
     assert live.load_now().version == "v2"
     # The old snapshot goes, and with it the record files written while it was served (kept
     # until then: a record file of a leased snapshot is never removed by a worker).
@@ -103,7 +104,7 @@ def test_prune_removes_a_killed_publish_copy_at_once_but_keeps_one_being_written
     leftover = tmp_path / f"{snapshots.STAGING_PREFIX}v2{snapshots.SUFFIX}"
     leftover.write_bytes(b"half a copy")
     # A publish in progress holds the lock: its fresh copy is not a leftover.
-    with snapshots._publishing(tmp_path):
+    with folder.publishing_lock(tmp_path):
         assert snapshots.prune(tmp_path, keep=1, grace_s=600) == []
     # Nobody publishes (the writer was killed): the copy goes, however young.
     assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [leftover]
@@ -114,15 +115,16 @@ def write_record_files(snapshot: Path) -> list[Path]:
     """A record file of every numbered list beside ``snapshot``, named as a serving worker
     names it (the content does not matter to pruning)."""
     paths = [
-        snapshot.parent / snapshots.record_file_name(snapshot, table) for table in numbered_lists()
+        snapshot.parent / record_files.record_file_name(snapshot, table)
+        for table in numbered_lists()
     ]
     for path in paths:
         path.write_bytes(record_file.MAGIC + b"records")
     return paths
 
 
-def record_files(directory: Path) -> set[str]:
-    return {path.name for path in directory.glob(f"{snapshots.RECORDS_PREFIX}*")}
+def record_files_in(directory: Path) -> set[str]:
+    return {path.name for path in directory.glob(f"{record_files.RECORDS_PREFIX}*")}
 
 
 def test_prune_removes_the_record_files_of_the_snapshots_it_deletes_and_no_others(
@@ -142,7 +144,7 @@ def test_prune_removes_the_record_files_of_the_snapshots_it_deletes_and_no_other
     # v5 is the newest, v4 was replaced a minute ago, v3 is current, v1 leased: only v2 goes.
     assert sorted(removed) == sorted([files["v2"], *records["v2"]])
     kept = {path.name for version in ("v1", "v3", "v4", "v5") for path in records[version]}
-    assert record_files(tmp_path) == kept
+    assert record_files_in(tmp_path) == kept
 
 
 def test_prune_removes_record_files_whose_snapshot_is_gone_or_was_changed_in_place(
@@ -159,8 +161,8 @@ def test_prune_removes_record_files_whose_snapshot_is_gone_or_was_changed_in_pla
 
     removed = snapshots.prune(tmp_path, keep=3, grace_s=600)
 
-    assert sorted(removed) == sorted([*stale, *orphans, snapshot_guard.checksum_path(gone)])
-    assert record_files(tmp_path) == {path.name for path in fresh}
+    assert sorted(removed) == sorted([*stale, *orphans, guard.checksum_path(gone)])
+    assert record_files_in(tmp_path) == {path.name for path in fresh}
     assert current.exists()
 
 
@@ -175,10 +177,10 @@ def test_prune_keeps_a_record_file_being_written_but_not_one_a_killed_writer_lef
     assert pruned_meanwhile == []
     assert written.joined(0, 2) == b'{"n":1},{"n":2}'
     # A draft nobody is writing (its writer was killed): it goes at once, however young.
-    left = tmp_path / f"{snapshots.RECORDS_PREFIX}k1ll3d{snapshots.RECORDS_PARTIAL}"
+    left = tmp_path / f"{record_files.RECORDS_PREFIX}k1ll3d{record_files.RECORDS_PARTIAL}"
     left.write_bytes(record_file.MAGIC)
     assert snapshots.prune(tmp_path, keep=1, grace_s=600) == [left]
-    assert record_files(tmp_path) == {name}
+    assert record_files_in(tmp_path) == {name}
 
 
 def test_prune_removes_a_record_file_draft_whose_writer_stalled_past_the_grace_period(
@@ -194,8 +196,8 @@ def test_prune_removes_a_record_file_draft_whose_writer_stalled_past_the_grace_p
     with pytest.raises(FileNotFoundError):  # its draft went: the write fails, pages are read
         write()
 
-    assert [path.name.endswith(snapshots.RECORDS_PARTIAL) for path in pruned_meanwhile] == [True]
-    assert record_files(tmp_path) == set()
+    assert [path.name.endswith(record_files.RECORDS_PARTIAL) for path in pruned_meanwhile] == [True]
+    assert record_files_in(tmp_path) == set()
 
 
 def test_a_stopped_worker_s_record_file_goes_with_its_snapshot(
@@ -204,14 +206,14 @@ def test_a_stopped_worker_s_record_file_goes_with_its_snapshot(
     names = copies_of_the_synced_snapshot(synced_home, tmp_path, ["v1", "v2"])
     old = tmp_path / names[0]
     load_state(as_snapshot(old)).close()  # served v1 (writing its record file), then stopped
-    written = record_files(tmp_path)
-    assert written == {snapshots.record_file_name(old, "serving_digital_assets")}
+    written = record_files_in(tmp_path)
+    assert written == {record_files.record_file_name(old, "serving_digital_assets")}
     (tmp_path / snapshots.POINTER).write_text(names[1], encoding="utf-8")  # a new publish
 
     removed = snapshots.prune(tmp_path, keep=1, grace_s=0)
 
     assert sorted(removed) == sorted([old, *(tmp_path / name for name in written)])
-    assert record_files(tmp_path) == set()
+    assert record_files_in(tmp_path) == set()
 
 
 def write_pruning_midway(
@@ -221,11 +223,11 @@ def write_pruning_midway(
     two batches, pruning the folder between them (after ``before_prune`` of the one draft
     being written) into ``pruned``."""
     snapshot = publish_fake(folder, "v1", 0)
-    name = snapshots.record_file_name(snapshot, "serving_digital_assets")
+    name = record_files.record_file_name(snapshot, "serving_digital_assets")
 
     def batches() -> Iterator[pa.Array]:
         yield pa.array(['{"n":1},'])
-        (draft,) = folder.glob(f"*{snapshots.RECORDS_PARTIAL}")
+        (draft,) = folder.glob(f"*{record_files.RECORDS_PARTIAL}")
         before_prune(draft)
         pruned.extend(snapshots.prune(folder, keep=1, grace_s=600))
         yield pa.array(['{"n":2},'])
@@ -241,7 +243,7 @@ def copies_of_the_synced_snapshot(home: Path, folder: Path, versions: list[str])
     names = [f"{snapshots.PREFIX}{version}{snapshots.SUFFIX}" for version in versions]
     for name in names:
         shutil.copyfile(published.path, folder / name)
-        snapshot_guard.write_checksum(folder / name)
+        guard.write_checksum(folder / name)
     return names
 
 

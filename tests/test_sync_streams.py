@@ -12,10 +12,10 @@ import dagster as dg
 import duckdb
 import pytest
 
-from ductwork import snapshots
 from ductwork.contract.encoding import format_datetime, loads, parse_datetime
 from ductwork.contract.paths import UNIT_SLUGS
 from ductwork.settings import HomeSettings
+from ductwork.snapshots import stamp
 from ductwork.streams.registry import PAIRINGS, PRODUCTS
 from sandbox.server import SandboxHandle
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, resources_for
@@ -91,7 +91,7 @@ def test_no_change_incremental_run_asks_little_of_the_upstream_and_writes_nothin
     # Nothing reached the warehouse file, so the publish confirmed the snapshot unread.
     after = warehouse.stat()
     assert (after.st_ctime_ns, after.st_size) == (published.st_ctime_ns, published.st_size)
-    assert not snapshots.write_ahead_log(warehouse).exists()
+    assert not stamp.write_ahead_log(warehouse).exists()
     assert first["serving_snapshot"]["new_copy"] and first["serving_snapshot"]["fingerprinted"]
     assert not again["serving_snapshot"]["new_copy"]
     assert not again["serving_snapshot"]["fingerprinted"]

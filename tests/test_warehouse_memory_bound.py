@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from ductwork.settings import SyncSettings, load
-from ductwork.snapshots import write_ahead_log
+from ductwork.snapshots.stamp import write_ahead_log
 from ductwork.warehouse.opening import prepare_connection
 
 BATCH_ROWS = 10_000  # far below a row group, so each insert goes through the log

@@ -6,7 +6,7 @@
 -- name: tables
 -- In a schema of its own, which no publish makes: the content fingerprint reads `main` only
 -- (a suppression alone publishes nothing), and the copy into a snapshot drops it (see
--- `snapshot_guard.drop_strays`), so the suppressed keys stay in the working warehouse.
+-- `ductwork.snapshots.guard.drop_strays`), so the suppressed keys stay in the working warehouse.
 CREATE SCHEMA IF NOT EXISTS erasure;
 
 CREATE TABLE IF NOT EXISTS erasure.suppressions (

@@ -1,4 +1,4 @@
--- Comments of the table every published snapshot gets (created in ductwork/snapshots.py).
+-- Comments of the table every published snapshot gets (created in ductwork/snapshots/publishing.py).
 COMMENT ON TABLE snapshot_info IS 'Which snapshot this is: one row with its version and publish time.';
 COMMENT ON COLUMN snapshot_info.version IS 'Snapshot version (sortable UTC time plus a random tail).';
 COMMENT ON COLUMN snapshot_info.published_at IS 'When the snapshot was published.';

@@ -30,12 +30,13 @@ from pathlib import Path
 
 import duckdb
 
-from ductwork import serving_workers, snapshot_guard, snapshots
+from ductwork import serving_workers, snapshots
 from ductwork.erasure import local_files
 from ductwork.history import change_file_names
 from ductwork.history.change_files import ChangeFile
 from ductwork.settings import HomeSettings, S3Settings, SnapshotStoreSettings, load
-from ductwork.snapshot_store import SnapshotStore
+from ductwork.snapshots import guard, record_files
+from ductwork.snapshots.store import SnapshotStore
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import stream_named
 from warehouse_sql import fill, section
@@ -107,7 +108,7 @@ def holds(path: Path, stream: Stream, keys: Sequence[str], unreadable: bool = Tr
     ``stream``; a file that cannot be read counts as ``unreadable`` says (False: its error
     is raised)."""
     try:
-        with snapshot_guard.open_locked(path) as con:
+        with guard.open_locked(path) as con:
             return _holds(con, stream, list(keys))
     except duckdb.Error:
         if not unreadable:
@@ -178,7 +179,7 @@ def _clean_change_files(
         from ductwork.warehouse.columns import pyarrow_without_pandas
 
         pyarrow_without_pandas()
-        with snapshot_guard.open_locked(live.path) as con:
+        with guard.open_locked(live.path) as con:
             write_change_files(con, folder)
         counts["change_files"] += 1
 
@@ -231,7 +232,7 @@ def _count(paths: Iterable[Path], counts: Counter, snapshot_kind: str = "snapsho
     files (checksums go uncounted with their snapshot)."""
     for path in paths:
         name = path.name
-        if name.startswith(snapshots.RECORDS_PREFIX):
+        if name.startswith(record_files.RECORDS_PREFIX):
             counts["record_files"] += 1
         elif name.startswith(change_file_names.CHANGES_PREFIX):
             counts["change_files"] += 1

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from ductwork import file_modes, snapshots, sync_times
+from ductwork import file_modes, snapshots
 from ductwork.erasure import audit
 from ductwork.erasure.warehouse import erase_in_publish, erase_rows, lift
 from ductwork.history.recording import Erase
@@ -32,6 +32,7 @@ from ductwork.settings import (
     SnapshotStoreSettings,
     load,
 )
+from ductwork.snapshots import sync_times
 from ductwork.streams.registry import stream_named
 from ductwork.warehouse.lease import Holder, lease_beside
 from ductwork.warehouse.opening import prepare_connection
@@ -241,7 +242,7 @@ def _publish_to_store(home: HomeSettings, snapshot: snapshots.Snapshot) -> None:
     url = load(SnapshotStoreSettings).snapshot_store
     if url is None:
         return
-    from ductwork.snapshot_store import SnapshotStore
+    from ductwork.snapshots.store import SnapshotStore
 
     synced = sync_times.encode(sync_times.read(home.snapshots_dir))
     SnapshotStore.connect(url, load(S3Settings)).publish(snapshot, synced)

@@ -9,7 +9,7 @@ The marker, ``ERASED`` beside ``CURRENT``, is rewritten (write-fsync-rename) aft
 erasure with a random token and nothing else: every serving worker looks at it as it looks at
 the pointer, and on a change drops what it keeps of earlier publishes (``serve.erasures``). A
 replica copies the store's marker once it has dropped the local files the store no longer
-names (``ductwork.snapshot_store.fetch_current``).
+names (``ductwork.snapshots.store.fetch_current``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ductwork import file_modes, snapshot_guard, snapshots
+from ductwork import file_modes, snapshots
 from ductwork.history import change_file_names
+from ductwork.snapshots import guard, record_files
 
 MARKER = "ERASED"
 # The host's snapshots rebuilt for the past (``serve.past_states``, whose names these are:
@@ -53,10 +54,10 @@ def remove_snapshot(path: Path) -> list[Path]:
     folder = path.parent
     companions: list[Path] = []
     with suppress(FileNotFoundError):  # gone meanwhile: its record files cannot be named
-        companions += [folder / name for name in snapshots.record_file_names(path)]
+        companions += [folder / name for name in record_files.record_file_names(path)]
     version = snapshots.version_of(path.name)
     companions += folder.glob(f"{change_file_names.CHANGES_PREFIX}{version}.*")
-    companions += [snapshot_guard.checksum_path(path), Path(f"{path}.wal")]
+    companions += [guard.checksum_path(path), Path(f"{path}.wal")]
     removed = []
     for found in (path, *companions):
         with suppress(FileNotFoundError):
@@ -74,9 +75,9 @@ def remove_rebuilt(path: Path) -> list[Path]:
     """Remove the rebuilt snapshot ``path`` with its checksum and record files."""
     companions: list[Path] = []
     with suppress(FileNotFoundError):
-        companions += [path.parent / name for name in snapshots.record_file_names(path)]
+        companions += [path.parent / name for name in record_files.record_file_names(path)]
     removed = []
-    for found in (path, snapshot_guard.checksum_path(path), Path(f"{path}.wal"), *companions):
+    for found in (path, guard.checksum_path(path), Path(f"{path}.wal"), *companions):
         with suppress(FileNotFoundError):
             found.unlink()
             removed.append(found)

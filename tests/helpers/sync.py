@@ -12,10 +12,11 @@ import dagster as dg
 import duckdb
 import httpx
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.contract.paths import LEADS
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
+from ductwork.snapshots import guard
 from pipelines.definitions import ALL_CHECKS, SYNCED_AND_PUBLISHED
 from pipelines.jobs import RECONCILE_CONFIG
 from sandbox.admin_client import SandboxAdmin
@@ -103,7 +104,7 @@ def publish_altered_copy(snapshots_dir: Path, statement: str) -> Path:
     shutil.copyfile(current.path, changed)
     with duckdb.connect(str(changed)) as con:
         con.execute(statement)
-    snapshot_guard.write_checksum(changed)
+    guard.write_checksum(changed)
     (snapshots_dir / snapshots.POINTER).write_text(changed.name, encoding="utf-8")
     return changed
 

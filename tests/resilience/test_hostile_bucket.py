@@ -20,11 +20,12 @@ from typing import Any
 import duckdb
 import httpx
 
-from ductwork import snapshot_guard, snapshots
+from ductwork import snapshots
 from ductwork.contract import paths
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
-from ductwork.snapshot_store import StoreLocation
+from ductwork.snapshots import guard
+from ductwork.snapshots.store import StoreLocation
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer, home_with_published_snapshot
 from tests.helpers.bursts import logged_pids
 from tests.helpers.cli import ductwork, sync_env
@@ -50,7 +51,7 @@ def hostile_copy(genuine: Path, target: Path, statements: str = ENVIRONMENT_VIEW
     shutil.copyfile(genuine, target)
     with duckdb.connect(str(target)) as con:
         con.execute(statements)
-    snapshot_guard.write_checksum(target)
+    guard.write_checksum(target)
     return target
 
 
@@ -147,7 +148,7 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
             # Someone with write access to the prefix: a file, its checksum, the pointer.
             attack = tmp_path / f"{snapshots.PREFIX}{snapshots.new_version()}{snapshots.SUFFIX}"
             hostile_copy(good.path, attack)
-            for path in (attack, snapshot_guard.checksum_path(attack)):
+            for path in (attack, guard.checksum_path(attack)):
                 client.upload_file(str(path), location.bucket, location.key(path.name))
             point_at(client, location, attack.name)
             refused = until_ready_says(api.url, snapshots.version_of(attack.name), "refused")
@@ -159,8 +160,8 @@ def test_a_replica_serves_its_last_good_snapshot_while_the_store_names_a_hostile
             client.upload_file(str(tampered), location.bucket, location.key(tampered.name))
             client.put_object(
                 Bucket=location.bucket,
-                Key=location.key(tampered.name + snapshot_guard.CHECKSUM_SUFFIX),
-                Body=(snapshot_guard.checksum_of(attack) + "\n").encode(),
+                Key=location.key(tampered.name + guard.CHECKSUM_SUFFIX),
+                Body=(guard.checksum_of(attack) + "\n").encode(),
             )
             point_at(client, location, tampered.name)
             mismatch = until_ready_says(api.url, snapshots.version_of(tampered.name), "refused")

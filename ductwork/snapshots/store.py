@@ -6,7 +6,7 @@ Layout under ``s3://BUCKET/PREFIX/``: every snapshot file under its own, never r
 current file's name. A publish uploads the file and its checksum first (a multipart upload
 appears only once complete) and writes ``CURRENT`` after them, so a reader never finds a
 pointer to a missing or partial file. A replica checks every download against its checksum
-(and, as it loads it, its catalog: ``ductwork.snapshot_guard``). A publish that changed
+(and, as it loads it, its catalog: ``ductwork.snapshots.guard``). A publish that changed
 nothing rewrites ``CURRENT`` only; its modification time then says when a sync last
 confirmed the snapshot.
 
@@ -36,9 +36,10 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from ductwork import file_modes, snapshot_guard, snapshots, sync_times
+from ductwork import file_modes, snapshots
 from ductwork.erasure import local_files
 from ductwork.settings import S3Settings
+from ductwork.snapshots import guard, sync_times
 
 MAX_POLL_S = 300.0
 GRACE_S = 600.0  # the data folder's own grace, and at least twice MAX_POLL_S
@@ -136,15 +137,15 @@ class SnapshotStore:
     ) -> StorePublication:
         """Make ``snapshot`` current in the store: upload its file unless the store already has
         it (a confirm-only publish), write the streams' sync times (``synced``, see
-        ``ductwork.sync_times``) when given, then rewrite ``CURRENT``, then prune."""
+        ``ductwork.snapshots.sync_times``) when given, then rewrite ``CURRENT``, then prune."""
         key = self.location.key(snapshot.path.name)
-        checksum_key = key + snapshot_guard.CHECKSUM_SUFFIX
+        checksum_key = key + guard.CHECKSUM_SUFFIX
         uploaded = False
         if not self._exists(key):
             self._with_bucket(lambda: self._upload(snapshot.path, key))
             uploaded = True
         if uploaded or not self._exists(checksum_key):
-            checksum = snapshot_guard.checksum_path(snapshot.path).read_bytes()
+            checksum = guard.checksum_path(snapshot.path).read_bytes()
             self._with_bucket(lambda: self._put_text(checksum_key, checksum))
         if synced is not None:
             self._with_bucket(lambda: self._put_text(self.location.key(sync_times.SYNCED), synced))
@@ -172,12 +173,12 @@ class SnapshotStore:
     def read_checksum(self, name: str) -> str:
         """The checksum its publisher wrote beside the snapshot file ``name`` (hex);
         SnapshotRefused when there is none."""
-        found = self._get(name + snapshot_guard.CHECKSUM_SUFFIX)
+        found = self._get(name + guard.CHECKSUM_SUFFIX)
         if found is None:
-            raise snapshot_guard.SnapshotRefused(name, "no checksum beside it")
+            raise guard.SnapshotRefused(name, "no checksum beside it")
         text = found["Body"].read(256).decode("ascii", "replace").strip()
         if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-            raise snapshot_guard.SnapshotRefused(name, "its checksum is not a SHA-256")
+            raise guard.SnapshotRefused(name, "its checksum is not a SHA-256")
         return text
 
     def _get(self, name: str) -> dict[str, Any] | None:
@@ -209,7 +210,7 @@ class SnapshotStore:
             if key != current and (now - replaced_at).total_seconds() > grace_s:
                 self._client.delete_object(Bucket=self.location.bucket, Key=key)
                 self._client.delete_object(
-                    Bucket=self.location.bucket, Key=key + snapshot_guard.CHECKSUM_SUFFIX
+                    Bucket=self.location.bucket, Key=key + guard.CHECKSUM_SUFFIX
                 )
                 removed.append(key)
         return removed
@@ -228,7 +229,7 @@ class SnapshotStore:
         deleted = 0
         for key in (
             self.location.key(name),
-            self.location.key(name) + snapshot_guard.CHECKSUM_SUFFIX,
+            self.location.key(name) + guard.CHECKSUM_SUFFIX,
         ):
             if self._exists(key):
                 self._client.delete_object(Bucket=self.location.bucket, Key=key)

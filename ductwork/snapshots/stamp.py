@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import duckdb
+
 from ductwork import file_modes
+from warehouse_sql import read_sql
 
 STAMP = "WAREHOUSE-STAMP"  # in the snapshots folder
 
@@ -99,7 +102,7 @@ def unchanged_since_stamp(
     """The stamp, when it vouches that the warehouse still holds what the snapshot file named
     ``live`` holds: it was
     taken for that snapshot, with this ``release`` (the fingerprint's last part, see
-    ``snapshots._release_digest``), and the files have not changed since."""
+    ``fingerprint.release_digest``), and the files have not changed since."""
     stamp = WarehouseStamp.read(snapshots_dir)
     if stamp is None or database is None or stamp.warehouse is None:
         return None
@@ -110,3 +113,16 @@ def unchanged_since_stamp(
     if stamp.snapshot != live or not stamp.fingerprint.endswith(release):
         return None
     return stamp if WarehouseStamp.of(database, live, stamp.fingerprint) == stamp else None
+
+
+@dataclass(frozen=True)
+class Database:
+    """The database a connection uses: its name and its file (None for one in memory)."""
+
+    name: str
+    path: Path | None
+
+    @classmethod
+    def in_use(cls, con: duckdb.DuckDBPyConnection) -> Database:
+        name, path = con.execute(read_sql("database_file")).fetchall()[0]
+        return cls(name, Path(path) if path else None)
