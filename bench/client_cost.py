@@ -31,7 +31,8 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from bench.suite import KEY, ROOT, prepare_children_environment, start_object_store, upstream
+from bench.launching import ROOT, prepare_children_environment
+from bench.upstreams import KEY, start_object_store, upstream
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import LEADS
 from ductwork.streams.crm import LEAD_PAGING

@@ -93,31 +93,37 @@ def _submittal_queries() -> Any:
     return queries
 
 
-def source(url: str, api_key: str) -> Any:
-    """The rest_api source over every stream a ductwork full sync reads."""
-    listed = {"count": PAGE}
+# A dependent resource's 404 (a lead's details, a pairing's submittals): no record, no error.
+NOT_FOUND_IS_NOTHING = [{"status_code": 404, "action": "ignore"}]
 
-    def page_list(name: str, path: str, key: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "name": name,
-            "primary_key": key,
-            "endpoint": {
-                "path": path.lstrip("/"),
-                "params": listed,
-                "paginator": _page_numbers(extra.pop("total_path", "pagination.totalPages")),
-                "data_selector": extra.pop("data_selector", "data"),
-                **extra,
-            },
-        }
 
-    not_found_is_nothing = [{"status_code": 404, "action": "ignore"}]
-    resources: list[Any] = [
-        page_list("products", paths.PRODUCTS_LIST, "sku"),
+def _page_list(
+    listed: dict[str, int], name: str, path: str, key: str, **extra: Any
+) -> dict[str, Any]:
+    """A resource over a page/count list, its pages asked with ``listed``'s parameters."""
+    return {
+        "name": name,
+        "primary_key": key,
+        "endpoint": {
+            "path": path.lstrip("/"),
+            "params": listed,
+            "paginator": _page_numbers(extra.pop("total_path", "pagination.totalPages")),
+            "data_selector": extra.pop("data_selector", "data"),
+            **extra,
+        },
+    }
+
+
+def _product_resources(listed: dict[str, int]) -> list[Any]:
+    """The product list, each kind of unit, the pairings and the submittals they imply."""
+    return [
+        _page_list(listed, "products", paths.PRODUCTS_LIST, "sku"),
         *(
-            page_list(slug.replace("-", "_"), paths.unit_path(slug), "sku")
+            _page_list(listed, slug.replace("-", "_"), paths.unit_path(slug), "sku")
             for slug in paths.UNIT_SLUGS
         ),
-        page_list(
+        _page_list(
+            listed,
             "pairings",
             PAIRINGS.path,
             "relationshipId",
@@ -125,7 +131,8 @@ def source(url: str, api_key: str) -> Any:
             total_path="data.pagination.totalPages",
         ),
         {
-            **page_list(
+            **_page_list(
+                listed,
                 "submittal_requests",
                 PAIRINGS.path,
                 "relationshipId",
@@ -143,10 +150,17 @@ def source(url: str, api_key: str) -> Any:
                 "path": SUBMITTALS.path.lstrip("/") + "?{resources.submittal_requests.query}",
                 "paginator": "single_page",
                 "data_selector": "data",
-                "response_actions": not_found_is_nothing,
+                "response_actions": NOT_FOUND_IS_NOTHING,
             },
         },
-        page_list(
+    ]
+
+
+def _asset_and_lead_resources(listed: dict[str, int]) -> list[Any]:
+    """The digital assets and the leads, each loaded incrementally, and each lead's details."""
+    return [
+        _page_list(
+            listed,
             "digital_assets",
             paths.WAREHOUSE_DIGITAL_ASSETS,
             "assetId",
@@ -178,9 +192,15 @@ def source(url: str, api_key: str) -> Any:
                 "path": paths.LEADS.lstrip("/") + "/{resources.leads.Id}",
                 "paginator": "single_page",
                 "data_selector": "$",
-                "response_actions": not_found_is_nothing,
+                "response_actions": NOT_FOUND_IS_NOTHING,
             },
         },
+    ]
+
+
+def _single_page_resources() -> list[Any]:
+    """The contractors and the indoor models, each one answer."""
+    return [
         {
             "name": "contractors",
             "write_disposition": "replace",
@@ -199,6 +219,16 @@ def source(url: str, api_key: str) -> Any:
                 "data_selector": "data",
             },
         },
+    ]
+
+
+def source(url: str, api_key: str) -> Any:
+    """The rest_api source over every stream a ductwork full sync reads."""
+    listed = {"count": PAGE}
+    resources: list[Any] = [
+        *_product_resources(listed),
+        *_asset_and_lead_resources(listed),
+        *_single_page_resources(),
     ]
     return rest_api_source(
         {

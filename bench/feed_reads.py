@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 import httpx
 
-from bench.suite import SERVE_UNDER_LOAD, create_key
+from bench.serving_load import SERVE_UNDER_LOAD, create_key
 from ductwork import snapshots
 from ductwork.history import change_file_names
 from ductwork.history.change_files import write_change_files

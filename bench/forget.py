@@ -21,17 +21,10 @@ from pathlib import Path
 
 import duckdb
 
+from bench.launching import LAUNCH, ROOT, prepare_children_environment
+from bench.measuring import measured
 from bench.memory import BUCKET, sync
-from bench.suite import (
-    KEY,
-    LAUNCH,
-    ROOT,
-    Upstream,
-    measured,
-    prepare_children_environment,
-    start_object_store,
-    upstream,
-)
+from bench.upstreams import KEY, Upstream, start_object_store, upstream
 from ductwork.settings import HomeSettings, upstream_environment
 from pipelines.processes import ProcessGroup
 

@@ -37,18 +37,10 @@ from urllib.parse import quote
 import duckdb
 import httpx
 
-from bench.suite import (
-    KEY,
-    LAUNCH,
-    ROOT,
-    SERVE_UNDER_LOAD,
-    Upstream,
-    create_key,
-    measured,
-    prepare_children_environment,
-    start_object_store,
-    upstream,
-)
+from bench.launching import LAUNCH, ROOT, prepare_children_environment
+from bench.measuring import measured
+from bench.serving_load import SERVE_UNDER_LOAD, create_key
+from bench.upstreams import KEY, Upstream, start_object_store, upstream
 from ductwork import snapshots
 from ductwork.settings import HomeSettings, upstream_environment
 from pipelines.processes import ProcessGroup, wait_until_answering

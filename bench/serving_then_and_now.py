@@ -35,22 +35,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.results import cpu_per_answer_runs
+from bench.launching import ROOT, UV, prepare_this_process, stop
+from bench.results.targets import cpu_per_answer_runs
+from bench.serving_load import SERVE_UNDER_LOAD, run_wrk, start_ceiling, with_server_cpu
 from bench.serving_mix import Mix, mixes_for
-from bench.suite import (
-    BUCKET,
-    KEY,
-    ROOT,
-    SERVE_UNDER_LOAD,
-    UV,
-    prepare_this_process,
-    run_wrk,
-    start_ceiling,
-    start_object_store,
-    stop,
-    upstream,
-    with_server_cpu,
-)
+from bench.upstreams import BUCKET, KEY, start_object_store, upstream
 from ductwork.settings import ServeSettings, upstream_environment
 from pipelines.processes import ProcessGroup, wait_until_answering
 from sandbox.local_server import free_socket

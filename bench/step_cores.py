@@ -22,17 +22,10 @@ import threading
 import time
 from pathlib import Path
 
-from bench.suite import (
-    BUCKET,
-    KEY,
-    LAUNCH,
-    ROOT,
-    STEP_LINE,
-    prepare_children_environment,
-    process_cpu_s,
-    start_object_store,
-    upstream,
-)
+from bench.launching import LAUNCH, ROOT, prepare_children_environment
+from bench.measuring import process_cpu_s
+from bench.sync_parts import STEP_LINE
+from bench.upstreams import BUCKET, KEY, start_object_store, upstream
 from ductwork.settings import upstream_environment
 from pipelines.processes import ProcessGroup
 

@@ -56,23 +56,15 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from bench.suite import (
-    NOOP_RUN,
-    ROOT,
-    STARTUP_FLOOR,
-    floor_command,
-    measured,
-    prepare_this_process,
-    replaying,
-    start_object_store,
-    upstream,
-)
+from bench.launching import NOOP_RUN, ROOT, STARTUP_FLOOR, prepare_this_process
+from bench.measuring import measured
+from bench.upstreams import floor_command, replaying, start_object_store, upstream
 from ductwork.warehouse.memory_headroom import with_memory_headroom
 from ductwork.warehouse.opening import limit_connection
 from pipelines.processes import ProcessGroup
 from sandbox.recorded_answers import read_recording
 
-# The full sync's CPU target, as a multiple of the raw floor's CPU (bench/results.py).
+# The full sync's CPU target, as a multiple of the raw floor's CPU (``bench.results.targets``).
 CPU_TARGET = 2.5
 # About the records a sync commits at once: ten thousand details, or ten pages of a thousand.
 BATCH_RECORDS = 10_000

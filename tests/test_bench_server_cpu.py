@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bench.results import cpu_per_answer_us
-from bench.suite import with_server_cpu
+from bench.results.targets import cpu_per_answer_us
+from bench.serving_load import with_server_cpu
 from tests.test_bench_verdicts import LOOKUPS, _report, run
 
 # A worker that says it is up, waits for a line, spends about 0.3 s of CPU, says so, then

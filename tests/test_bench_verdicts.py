@@ -1,4 +1,4 @@
-"""The serving verdicts of ``bench/results.py`` count failures: a run whose answers are not the
+"""The serving verdicts of ``bench.results`` count failures: a run whose answers are not the
 mix's (a 401, a 503, too many 404s) or that lost requests cannot meet a target, whatever its
 rate; and the sync's targets compare like with like. Unit tests of the verdict logic on
 made-up run results (no server needed)."""
@@ -8,16 +8,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.findings import MIB, Findings, SyncRun
+from bench.measuring import Measured
 from bench.memory import MemoryFindings
-from bench.results import (
-    LOSS_LIMIT,
-    Report,
-    answers_held,
-    lost_requests,
-    render,
-    unexpected_answers,
-)
-from bench.suite import MIB, Findings, Measured, SyncRun
+from bench.results import Report, render
+from bench.results.targets import LOSS_LIMIT, answers_held, lost_requests, unexpected_answers
 
 LOOKUPS = "SKU lookups (7/10 found, 1/10 gzip, 1/10 304, 1/10 404)"
 EXPECTED = {"200": 0.8, "304": 0.1, "404": 0.1}
