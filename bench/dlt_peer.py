@@ -162,7 +162,7 @@ def _asset_and_lead_resources(listed: dict[str, int]) -> list[Any]:
         _page_list(
             listed,
             "digital_assets",
-            paths.WAREHOUSE_DIGITAL_ASSETS,
+            paths.DATA_WAREHOUSE_DIGITAL_ASSETS,
             "assetId",
             incremental={
                 "start_param": "updatedAfter",

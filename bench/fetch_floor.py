@@ -39,7 +39,7 @@ from yarl import URL
 from bench.raw_http import RawPool
 from ductwork.contract import paths
 from ductwork.contract.encoding import quote_sku
-from ductwork.streams.catalog import PAIRING_COLUMNS, UNIT_COLUMNS, pairing_row, unit_row_for
+from ductwork.streams.products import PAIRING_COLUMNS, UNIT_COLUMNS, pairing_row, unit_row_for
 from ductwork.streams.registry import CONTRACTORS, INDOOR_MODELS, PAIRINGS, SUBMITTALS
 from ductwork.upstream.http_pool import request_target
 from ductwork.warehouse.loading import rows_table
@@ -202,7 +202,7 @@ async def _everything(fetch: _Fetcher) -> float:
     await fetch.run(
         _catalog_and_submittals(fetch),
         _leads_and_details(fetch),
-        fetch.all_pages(paths.WAREHOUSE_DIGITAL_ASSETS),
+        fetch.all_pages(paths.DATA_WAREHOUSE_DIGITAL_ASSETS),
     )
     return time.perf_counter() - started
 

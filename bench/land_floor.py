@@ -69,7 +69,7 @@ MODELS = {
         CREATE TABLE digital_assets AS
         WITH records AS (
             SELECT unnest(from_json(body -> 'data', '["json"]')) AS r
-            FROM landed WHERE starts_with(target, '{paths.WAREHOUSE_DIGITAL_ASSETS}')
+            FROM landed WHERE starts_with(target, '{paths.DATA_WAREHOUSE_DIGITAL_ASSETS}')
         ), parsed AS (
             SELECT r, json_transform(r, '{{
                 "assetId": "VARCHAR", "sku": "VARCHAR", "assetType": "VARCHAR",

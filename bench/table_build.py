@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from ductwork.streams.crm import DETAIL_COLUMNS as DETAIL_SCHEMA
-from ductwork.streams.warehouse import DIGITAL_ASSET_COLUMNS as DIGITAL_ASSET_SCHEMA
+from ductwork.streams.data_warehouse import DIGITAL_ASSET_COLUMNS as DIGITAL_ASSET_SCHEMA
 from ductwork.warehouse.columns import Columns
 
 ROWS = 10_000

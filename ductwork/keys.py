@@ -38,13 +38,13 @@ from ductwork.streams.registry import STREAMS, stream_serving
 # The scope a key needs for each path family.
 SCOPE_OF: dict[Family, str] = {
     Family.PRODUCTS: "catalog",
-    Family.WAREHOUSE: "warehouse",
+    Family.DATA_WAREHOUSE: "warehouse",
     Family.CRM: "crm",
     Family.INTERNAL: "internal",
 }
 # What a key gets by default (and by ``all``): the four data families.
 SCOPES: tuple[str, ...] = tuple(SCOPE_OF.values())
-# /metrics and the API's documents; granted only when asked for by name.
+# /metrics and the OpenAPI document (with its pages); granted only when asked for by name.
 OPS_SCOPE = "ops"
 GRANTABLE_SCOPES: tuple[str, ...] = (*SCOPES, OPS_SCOPE)
 # The word that grants every data scope when a key is created, said out loud.

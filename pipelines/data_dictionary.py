@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ductwork import file_modes, output_files, snapshots
-from pipelines.snapshot_catalog import Relation, describe
+from pipelines.snapshot_relations import Relation, describe
 
 PAGE = Path("docs/data-dictionary.md")
 

@@ -29,7 +29,7 @@ from ductwork.output_files import Folder
 from ductwork.settings import HomeSettings, S3Settings, load
 from ductwork.snapshots.store import StoreLocation
 from pipelines.analyst_sql import sandboxed
-from pipelines.snapshot_catalog import Relation, describe
+from pipelines.snapshot_relations import Relation, describe
 from warehouse_sql import fill, section
 
 MANIFEST = "manifest.json"

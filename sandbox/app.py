@@ -183,7 +183,7 @@ def digital_assets(state: SandboxState, query: QueryParams, _: str) -> bytes:
     if state.faults.mixed_timestamps:
         bodies = [styled_record(b, "assetId", ("createdAt", "updatedAt")) for b in bodies]
     pagination = _pagination(state, page, count, total)
-    return envelopes.warehouse_list(bodies, pagination, {"updatedAfter": normalised})
+    return envelopes.data_warehouse_list(bodies, pagination, {"updatedAfter": normalised})
 
 
 def submittal_data(state: SandboxState, query: QueryParams, _: str) -> bytes:
@@ -293,7 +293,7 @@ def pim_image_sync(state: SandboxState, query: QueryParams, _: str) -> bytes:
 EXACT: dict[str, Handler] = {
     paths.PRODUCTS_LIST: products,
     PAIRINGS.path: pairings,
-    paths.WAREHOUSE_DIGITAL_ASSETS: digital_assets,
+    paths.DATA_WAREHOUSE_DIGITAL_ASSETS: digital_assets,
     SUBMITTALS.path: submittal_data,
     paths.LEADS: leads,
     CONTRACTORS.path: contractors,

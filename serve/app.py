@@ -36,13 +36,13 @@ from serve.past import PastRequests
 from serve.past_states import PastStates
 from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
-from serve.routers import crm, health, internal, mirror, products, timemaps, warehouse
+from serve.routers import crm, data_warehouse, health, internal, mirror, products, timemaps
 
 log = logging.getLogger("ductwork.serve")
 # The router of each path family; the document streams' routes are added to theirs once.
 ROUTERS = {
     Family.PRODUCTS: products.router,
-    Family.WAREHOUSE: warehouse.router,
+    Family.DATA_WAREHOUSE: data_warehouse.router,
     Family.CRM: crm.router,
     Family.INTERNAL: internal.router,
 }

@@ -21,7 +21,7 @@ PAGED_LISTS = frozenset(
     {
         paths.PRODUCTS_LIST,
         PAIRINGS.path,
-        paths.WAREHOUSE_DIGITAL_ASSETS,
+        paths.DATA_WAREHOUSE_DIGITAL_ASSETS,
         paths.LEADS,
         *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
     }

@@ -66,8 +66,8 @@ from serve.responses import (
     tagged_pieces,
     unjoined_body,
 )
+from serve.routers.data_warehouse import digital_assets_page
 from serve.routers.mirror import JSON, NDJSON, PREFIX, STREAM_NAMES, sliced_json_page
-from serve.routers.warehouse import digital_assets_page
 from serve.validators import content_etag
 
 Scope = MutableMapping[str, Any]
@@ -110,8 +110,8 @@ class FastAnswers:
         path: str = scope["path"]
         if path.startswith(_PRODUCTS):
             family = Family.PRODUCTS
-        elif path == paths.WAREHOUSE_DIGITAL_ASSETS:
-            family = Family.WAREHOUSE
+        elif path == paths.DATA_WAREHOUSE_DIGITAL_ASSETS:
+            family = Family.DATA_WAREHOUSE
         elif path.startswith(_FEED):
             return await self._feed_answer(scope, heads)
         else:
@@ -238,7 +238,7 @@ class FastAnswersInFront(FastAnswers):
         if scope["type"] != "http" or scope["method"] != "GET":
             return None
         path: str = scope["path"]
-        if not path.startswith((_PRODUCTS, _FEED)) and path != paths.WAREHOUSE_DIGITAL_ASSETS:
+        if not path.startswith((_PRODUCTS, _FEED)) and path != paths.DATA_WAREHOUSE_DIGITAL_ASSETS:
             return None
         heads = _read_heads(scope["headers"], self.passed_on)
         # Parsing the address costs more than the rest: only when some client is refused.
@@ -369,7 +369,7 @@ class _ListPage:
 
 def _plan(path: str, query: bytes) -> _Lookup | _ListPage | None:
     """What this request asks for, when it is one the short path takes; nothing is read."""
-    if path == paths.WAREHOUSE_DIGITAL_ASSETS:
+    if path == paths.DATA_WAREHOUSE_DIGITAL_ASSETS:
         given = _single_parameters(query, _ASSET_PARAMETERS)
         if given is None:
             return None

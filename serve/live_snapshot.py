@@ -11,7 +11,7 @@ polls the object store, brings a new snapshot into the local folder (one downloa
 see ``ductwork.snapshots.store.fetch_current``) and swaps it in the same way.
 
 No snapshot is served before it passed ``ductwork.snapshots.guard``'s checks: its publisher's
-checksum, a locked connection, a catalog a publish makes. A refused snapshot leaves the
+checksum, a locked connection, definitions a publish makes. A refused snapshot leaves the
 previous one serving and is reported (``refusal``) until a good one comes.
 """
 
@@ -102,7 +102,7 @@ def load_state(
         # The connection stays open for position-range reads; it closes with the state.
         reader = SnapshotReader(guard.open_locked(snapshot.path))
         try:
-            guard.check_catalog(reader.con, snapshot.path.name)
+            guard.check_definitions(reader.con, snapshot.path.name)
         except BaseException:
             reader.con.close()
             raise

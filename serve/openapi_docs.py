@@ -88,7 +88,7 @@ def error_responses(
 
 
 PRODUCT_ERRORS = error_responses(schemas.PRODUCT_ERROR)
-WAREHOUSE_ERRORS = error_responses(schemas.WAREHOUSE_ERROR)
+DATA_WAREHOUSE_ERRORS = error_responses(schemas.DATA_WAREHOUSE_ERROR)
 PROBLEM_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON)
 OPS_ERRORS = error_responses(schemas.PROBLEM, PROBLEM_JSON, (401, 403, 429))
 # The mirror's own surface: Problems, and a 410 for history no longer kept.

@@ -87,8 +87,8 @@ def nested_list(member: str, item: Schema) -> Schema:
     )
 
 
-def warehouse_list(item: Schema) -> Schema:
-    """A warehouse list page, with the filters it applied."""
+def data_warehouse_list(item: Schema) -> Schema:
+    """A data warehouse list page, with the filters it applied."""
     return {
         "type": "object",
         "required": ["success", "data", "errors", "pagination", "filters"],
@@ -250,7 +250,8 @@ READY: Schema = {
         "refused": {
             "type": "string",
             "description": "Present while the newest snapshot is refused (its checksum or "
-            "its catalog is not its publisher's): which, and why; the last good one is served.",
+            "its definitions are not its publisher's): which, and why; the last good one is "
+            "served.",
         },
     },
 }
@@ -273,7 +274,7 @@ PRODUCT_ERROR: Schema = {
         "errors": {"type": "array", "minItems": 1, "items": _ERROR_OBJECT},
     },
 }
-WAREHOUSE_ERROR: Schema = {
+DATA_WAREHOUSE_ERROR: Schema = {
     "type": "object",
     "required": ["success", "data", "errors"],
     "properties": {

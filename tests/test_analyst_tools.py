@@ -19,7 +19,7 @@ import pytest
 from ductwork import snapshots
 from ductwork.settings import HomeSettings
 from ductwork.streams.registry import STREAMS
-from pipelines.snapshot_catalog import describe
+from pipelines.snapshot_relations import describe
 from sandbox.server import SandboxHandle
 from tests.conftest import ObjectStoreServer, resources_for
 from tests.helpers.browser import rendered_dom

@@ -19,7 +19,7 @@ import pytest
 from bench.land_floor import land_run
 from ductwork.contract import paths
 from ductwork.streams.crm import detail_row, lead_row
-from ductwork.streams.warehouse import digital_asset_row
+from ductwork.streams.data_warehouse import digital_asset_row
 from sandbox.server import SandboxHandle
 from tests.conftest import SEED, UPSTREAM_KEY, ObjectStoreServer
 

@@ -14,10 +14,10 @@ import pytest
 
 from ductwork.contract.encoding import quote_sku
 from ductwork.contract.paths import (
+    DATA_WAREHOUSE_DIGITAL_ASSETS,
     LEADS,
     PRODUCTS_LIST,
     UNITS_RESOLVER,
-    WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
 from ductwork.contract.paths import UNIT_SLUGS as SLUGS
@@ -160,21 +160,21 @@ def test_digital_asset_pages_and_updated_after_ties_match(
     stamps = [asset["updatedAt"] for asset in assets]
     busiest = Counter(stamps).most_common(1)[0][0]
     assert stamps.count(busiest) > 1, "the sandbox should share updatedAt between assets"
-    requests: list[Request] = all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
-    requests += [(WAREHOUSE_DIGITAL_ASSETS, {}), (WAREHOUSE_DIGITAL_ASSETS, {"page": 3})]
+    requests: list[Request] = all_pages(upstream, DATA_WAREHOUSE_DIGITAL_ASSETS, 1000)
+    requests += [(DATA_WAREHOUSE_DIGITAL_ASSETS, {}), (DATA_WAREHOUSE_DIGITAL_ASSETS, {"page": 3})]
     rng = random.Random(3)
     for stamp in [busiest, stamps[0], stamps[-1], *rng.sample(stamps, 10)]:
-        requests.append((WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": stamp, "count": 1000}))
+        requests.append((DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": stamp, "count": 1000}))
         offset = stamp.replace("Z", "+00:00")
-        requests.append((WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": offset, "count": 7}))
+        requests.append((DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": offset, "count": 7}))
     requests += [
-        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01T02:00:00.1234567+02:00"}),
-        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01"}),
-        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01T00:00:00"}),
-        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "yesterday"}),
-        (WAREHOUSE_DIGITAL_ASSETS, {"count": 0}),
-        (WAREHOUSE_DIGITAL_ASSETS, {"page": "0"}),
-        (WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2999-01-01T00:00:00Z"}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01T02:00:00.1234567+02:00"}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01"}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2020-01-01T00:00:00"}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "yesterday"}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"count": 0}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"page": "0"}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {"updatedAfter": "2999-01-01T00:00:00Z"}),
     ]
     compare_all(upstream, read_api, requests, both_keys(upstream, read_api))
 
@@ -241,7 +241,7 @@ def test_every_family_answers_401_in_its_own_style(
     upstream: SandboxHandle, read_api: ReadApi, keys: tuple[str, str]
 ) -> None:
     requests: list[Request] = [
-        (WAREHOUSE_DIGITAL_ASSETS, {}),
+        (DATA_WAREHOUSE_DIGITAL_ASSETS, {}),
         (SUBMITTALS.path, {"idu": "x"}),
         (LEADS, {}),
         (f"{LEADS}/x", {}),

@@ -23,7 +23,7 @@ import duckdb
 import httpx
 import pytest
 
-from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from tests.conftest import UPSTREAM_KEY, ObjectStoreServer
@@ -141,14 +141,14 @@ def test_the_leads_feed_and_past_before_their_horizon_answer_410_and_the_rest_st
         )  # fmt: skip
         past_gone = get(api.url, aged.key, f"{AT}/{first}{LEADS}")
         past_kept = get(api.url, aged.key, f"{AT}/{second}{LEADS}")
-        assets_past = get(api.url, aged.key, f"{AT}/{first}{WAREHOUSE_DIGITAL_ASSETS}")
+        assets_past = get(api.url, aged.key, f"{AT}/{first}{DATA_WAREHOUSE_DIGITAL_ASSETS}")
         timemaps = {
             path: httpx.get(
                 f"{api.url}{TIMEMAP}{path}",
                 headers={"Authorization": f"Bearer {aged.key}", "Accept": "application/json"},
                 timeout=60,
             ).json()
-            for path in (LEADS, WAREHOUSE_DIGITAL_ASSETS)
+            for path in (LEADS, DATA_WAREHOUSE_DIGITAL_ASSETS)
         }
     for answer in (gone, past_gone):
         assert answer.status_code == 410, answer.text
@@ -162,7 +162,10 @@ def test_the_leads_feed_and_past_before_their_horizon_answer_410_and_the_rest_st
     assert assets_past.status_code == 200, assets_past.text
     # The leads' TimeMap starts at their horizon; the digital assets' at the oldest publish.
     listed = {path: [m["version"] for m in t["mementos"]] for path, t in timemaps.items()}
-    assert listed == {LEADS: [second, aged.versions[2]], WAREHOUSE_DIGITAL_ASSETS: aged.versions}
+    assert listed == {
+        LEADS: [second, aged.versions[2]],
+        DATA_WAREHOUSE_DIGITAL_ASSETS: aged.versions,
+    }
 
 
 def test_a_diff_from_before_the_leads_horizon_leaves_the_leads_out_and_says_so(

@@ -355,7 +355,7 @@ def test_a_table_added_to_the_warehouse_by_hand_stays_out_of_the_snapshot(
     published = mirror.publish()
 
     with guard.open_locked(published.path) as con:
-        guard.check_catalog(con, published.path.name)  # what readers accept
+        guard.check_definitions(con, published.path.name)  # what readers accept
         names = {row[0] for row in con.execute("SELECT name FROM (SHOW ALL TABLES)").fetchall()}
     assert "pairings" in names and not {"scratch", "scratch_view"} & names
     assert mirror.con.execute("SELECT answer FROM scratch").fetchall() == [(42,)]
@@ -366,13 +366,13 @@ def test_a_catalog_passes_the_publisher_s_shortcut_only_when_it_equals_the_publi
     database with anything else is checked in full, and a reader passes no ``published``."""
     with duckdb.connect() as con:
         con.execute("CREATE VIEW stray AS SELECT 1 AS one")
-        found = guard.catalog_of(con)
-        guard.check_catalog(con, "copy", published=found)
+        found = guard.definitions_of(con)
+        guard.check_definitions(con, "copy", published=found)
         assert guard.drop_strays(con, published=found) == []
 
         for published in (None, {}, {**found, ("view", "main", "other"): "SELECT 2"}):
             with pytest.raises(guard.SnapshotRefused, match="no publish makes"):
-                guard.check_catalog(con, "copy", published=published)
+                guard.check_definitions(con, "copy", published=published)
         assert guard.drop_strays(con, published={}) == ["main.stray"]
 
 

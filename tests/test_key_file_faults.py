@@ -20,7 +20,7 @@ FAULT_LINE = "the key file is not valid JSON"
 TARGETS = (
     f"{paths.PRODUCTS_LIST}?count=1",  # the short path
     f"{paths.LEADS}?count=1",  # the routes
-    f"{paths.WAREHOUSE_DIGITAL_ASSETS}?count=1",
+    f"{paths.DATA_WAREHOUSE_DIGITAL_ASSETS}?count=1",
 )
 REQUESTS_WHILE_BROKEN = 60
 

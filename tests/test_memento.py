@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from ductwork import snapshots
-from ductwork.contract.paths import LEADS, PIM_IMAGE_SYNC, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS, PIM_IMAGE_SYNC
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.snapshots import sync_times
@@ -154,7 +154,7 @@ def test_every_answer_of_a_spec_path_varies_by_accept_datetime_beside_accept_enc
 def test_a_present_answer_links_its_timemap_and_is_its_own_timegate(
     api: RunningApi, published_twice: dict
 ) -> None:
-    asked = f"{WAREHOUSE_DIGITAL_ASSETS}?count=2&page=1"
+    asked = f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?count=2&page=1"
     present = httpx.get(api.url + asked, headers=auth(published_twice["key"]))
     assert present.status_code == 200 and "memento-datetime" not in present.headers
     rels = by_rel(present.headers["link"])
@@ -207,7 +207,7 @@ def test_the_timemap_lists_one_memento_per_publish_kept_in_link_format_and_json(
     api: RunningApi, published_twice: dict
 ) -> None:
     first, second = published_twice["versions"]
-    asked = f"{WAREHOUSE_DIGITAL_ASSETS}?count=1000"
+    asked = f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?count=1000"
     headers = auth(published_twice["key"])
     as_links = httpx.get(f"{api.url}{TIMEMAP}{asked}", headers=headers)
     as_json = httpx.get(
@@ -252,8 +252,8 @@ def test_the_timemap_lists_one_memento_per_publish_kept_in_link_format_and_json(
         ("key", f"{PAIRINGS.path}?count=5", 200),
         ("crm", f"{LEADS}?count=5", 200),
         ("crm", f"{PAIRINGS.path}?count=5", 403),  # it cannot read the path: nor its TimeMap
-        ("crm", WAREHOUSE_DIGITAL_ASSETS, 403),
-        ("assets", WAREHOUSE_DIGITAL_ASSETS, 200),  # by its stream's own scope
+        ("crm", DATA_WAREHOUSE_DIGITAL_ASSETS, 403),
+        ("assets", DATA_WAREHOUSE_DIGITAL_ASSETS, 200),  # by its stream's own scope
         ("assets", f"{LEADS}?count=5", 403),
         ("crm", INDOOR_MODELS.path, 200),  # served without a key: any key reads its TimeMap
         (None, f"{LEADS}?count=5", 401),

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from ductwork import snapshots
-from ductwork.contract.paths import LEADS, PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS, PRODUCTS_LIST
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from ductwork.streams.registry import (
@@ -338,12 +338,13 @@ def test_accept_datetime_on_a_spec_path_answers_from_the_publish_current_then(
     home, version = remembered["home"], remembered["first_version"]
     headers = {"Authorization": f"Bearer {remembered['key']}"}
     with serving_process(home, 1) as api:
-        past = httpx.get(f"{api.url}{AT}/{version}{WAREHOUSE_DIGITAL_ASSETS}", headers=headers)
+        past = httpx.get(f"{api.url}{AT}/{version}{DATA_WAREHOUSE_DIGITAL_ASSETS}", headers=headers)
         moment = past.headers["memento-datetime"]
         same = httpx.get(
-            f"{api.url}{WAREHOUSE_DIGITAL_ASSETS}", headers={**headers, "Accept-Datetime": moment}
+            f"{api.url}{DATA_WAREHOUSE_DIGITAL_ASSETS}",
+            headers={**headers, "Accept-Datetime": moment},
         )
-        now = httpx.get(f"{api.url}{WAREHOUSE_DIGITAL_ASSETS}", headers=headers)
+        now = httpx.get(f"{api.url}{DATA_WAREHOUSE_DIGITAL_ASSETS}", headers=headers)
     assert same.json() == past.json() != now.json()
     assert same.headers["memento-datetime"] == past.headers["memento-datetime"]
     assert "memento-datetime" not in now.headers

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from ductwork import snapshots
-from ductwork.contract.paths import PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, PRODUCTS_LIST
 from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings
 from serve.past_states import PAST_FOLDER, REBUILD_LOCK, disk_used
@@ -82,7 +82,7 @@ def test_a_key_without_the_paths_scope_is_refused_each_past_version_before_any_i
     with serving_process(home, 1) as api, httpx.Client(timeout=60) as client:
         for _ in range(3):
             for version in versions[:-1]:
-                for path in (PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS):
+                for path in (PRODUCTS_LIST, DATA_WAREHOUSE_DIGITAL_ASSETS):
                     for key in ("ops", "crm"):
                         answer = client.get(f"{api.url}{AT}/{version}{path}", headers=headers[key])
                         # As the spec path refuses it: in its family's style.
@@ -162,7 +162,9 @@ def test_rebuilt_snapshots_stay_within_their_disk_budget_the_oldest_made_dropped
     folder = snapshots_dir / PAST_FOLDER
     with serving_process(home, 1, settings) as api, httpx.Client(headers=headers) as client:
         for version in versions[:-1]:
-            answer = client.get(f"{api.url}{AT}/{version}{WAREHOUSE_DIGITAL_ASSETS}", timeout=60)
+            answer = client.get(
+                f"{api.url}{AT}/{version}{DATA_WAREHOUSE_DIGITAL_ASSETS}", timeout=60
+            )
             assert answer.status_code == 200, answer.text
             assert answer.headers["x-snapshot-version"] == version
             assert disk_used(folder) <= budget_mb << 20

@@ -127,7 +127,7 @@ def test_a_request_over_the_limit_reads_no_record(strict_app: InProcessApi) -> N
     assert assets.whole is not None
     assets.whole = reads = CountingReads(assets.whole)
     calls_until_refused(f"{strict_app.url}{paths.PRODUCTS_LIST}?count=1", strict_app.key, 200)
-    page = f"{strict_app.url}{paths.WAREHOUSE_DIGITAL_ASSETS}?count=10"
+    page = f"{strict_app.url}{paths.DATA_WAREHOUSE_DIGITAL_ASSETS}?count=10"
     refused = httpx.get(page, headers=bearer(strict_app.key))
     assert refused.status_code == 429
     assert refused.headers["content-type"].startswith("application/json")

@@ -13,10 +13,10 @@ from yarl import URL
 
 from ductwork.contract.params import MAX_INTEGER
 from ductwork.contract.paths import (
+    DATA_WAREHOUSE_DIGITAL_ASSETS,
     LEADS,
     PRODUCTS_LIST,
     UNITS_RESOLVER,
-    WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
 from ductwork.streams.registry import MANUALS, PAIRINGS, SUBMITTALS
@@ -64,7 +64,7 @@ BASIC_OFFSET = "2024-01-01T00:00:00.000%2B0000"
 def test_a_date_time_parameter_with_a_basic_form_offset_is_a_400(read_api: ReadApi) -> None:
     targets = [
         f"{LEADS}?createdAfter={BASIC_OFFSET}",
-        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
+        f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
         f"{LEADS}?cursorCreatedDate={BASIC_OFFSET}&cursorId=00Q",
     ]
     assert asyncio.run(statuses(read_api.url, read_api.key, targets)) == [400, 400, 400]
@@ -75,7 +75,7 @@ TRAILING_NEWLINE_TARGETS = (
     f"{PRODUCTS_LIST}?count=12%0A",  # a plain page: the short path's reading
     f"{PRODUCTS_LIST}?page=1%0A",
     f"{unit_path('indoor-units')}?count=5%0A&brand=x",  # a filtered page: the routes' reading
-    f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-01-01T00:00:00Z%0A",
+    f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-01-01T00:00:00Z%0A",
     f"{LEADS}?createdAfter=2024-01-01T00:00:00.000Z%0A",
 )
 
@@ -101,7 +101,7 @@ def bad_requests() -> list[str]:
             f"{PRODUCTS_LIST}?{query}",
             f"{unit_path('outdoor-units')}?{query}",
             f"{PAIRINGS.path}?{query}",
-            f"{WAREHOUSE_DIGITAL_ASSETS}?{query}",
+            f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?{query}",
             f"{LEADS}?{query}",
         ]
     targets += [
@@ -110,13 +110,13 @@ def bad_requests() -> list[str]:
         f"{unit_path('indoor-units')}?series.name={SQL_LIKE}&brand=%25",
         f"{PAIRINGS.path}?relType={SQL_LIKE}",
         f"{PAIRINGS.path}?relType=1&relType=2",
-        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={SQL_LIKE}",
-        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-13-45T99:99:99Z",
+        f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={SQL_LIKE}",
+        f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=2024-13-45T99:99:99Z",
         f"{LEADS}?cursorCreatedDate={SQL_LIKE}&cursorId=x",
         f"{LEADS}?cursorCreatedDate=2024-01-01T00:00:00Z",
         f"{LEADS}?createdAfter={SQL_LIKE}",
         f"{LEADS}?createdAfter={BASIC_OFFSET}",
-        f"{WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
+        f"{DATA_WAREHOUSE_DIGITAL_ASSETS}?updatedAfter={BASIC_OFFSET}",
         f"{LEADS}?fields={SQL_LIKE}",
         f"{LEADS}?fields=Id,Id,%2F,,",
         f"{SUBMITTALS.path}?idu=",
@@ -162,7 +162,7 @@ def test_bad_input_gets_the_upstreams_own_answer(
     "path",
     [
         PRODUCTS_LIST,
-        WAREHOUSE_DIGITAL_ASSETS,
+        DATA_WAREHOUSE_DIGITAL_ASSETS,
         LEADS,
         MANUALS.path,
         "/healthz",
@@ -188,7 +188,7 @@ def test_every_405_names_get_in_its_allow_header_in_the_familys_style(
 
 
 @pytest.mark.parametrize(
-    "path", [PRODUCTS_LIST, unit_path("ventilation"), PAIRINGS.path, WAREHOUSE_DIGITAL_ASSETS]
+    "path", [PRODUCTS_LIST, unit_path("ventilation"), PAIRINGS.path, DATA_WAREHOUSE_DIGITAL_ASSETS]
 )
 def test_the_largest_documented_page_is_answered_and_one_more_is_a_400(
     read_api: ReadApi, path: str

@@ -21,7 +21,7 @@ from ductwork.contract.encoding import (
     parse_datetime,
     parse_received_datetime,
 )
-from ductwork.streams.warehouse import DIGITAL_ASSET_RECORD
+from ductwork.streams.data_warehouse import DIGITAL_ASSET_RECORD
 from ductwork.upstream.schema_drift import DriftTally
 from ductwork.upstream.timestamps import canonical, canonical_or_received
 

@@ -148,7 +148,7 @@ def test_replayed_answers_are_the_sandboxs_bytes_whatever_the_query_order_or_enc
         f"{paths.PRODUCTS_LIST}?count=1000&page=2",
         f"{paths.PRODUCTS_LIST}?page=2&count=1000",
         f"{units}?page=1&count=1000",
-        f"{paths.WAREHOUSE_DIGITAL_ASSETS}?count=1000&page=3",
+        f"{paths.DATA_WAREHOUSE_DIGITAL_ASSETS}?count=1000&page=3",
         f"{paths.LEADS}?count=1000",
         # Cursor pages as aiohttp spells them (':' left as is) and as urlencode does, reordered.
         f"{paths.LEADS}?count=1000&cursorCreatedDate={last['CreatedDate']}&cursorId={last['Id']}",

@@ -91,7 +91,7 @@ class LoadRecord:
 
 LOAD_PATHS = (
     f"{paths.PRODUCTS_LIST}?count=100&page=1",
-    f"{paths.WAREHOUSE_DIGITAL_ASSETS}?count=100&page=2",
+    f"{paths.DATA_WAREHOUSE_DIGITAL_ASSETS}?count=100&page=2",
     f"{paths.LEADS}?count=25",
     f"{PAIRINGS.path}?count=50",
 )

@@ -46,7 +46,7 @@ SPEC_PATHS_OF: dict[str, tuple[str, ...]] = {
         *(f"{paths.unit_path(slug)}/ANY-SKU" for slug in paths.UNIT_SLUGS),
     ),
     PAIRINGS.name: (PAIRINGS.path, f"{PAIRINGS.path}/1"),
-    DIGITAL_ASSETS.name: (paths.WAREHOUSE_DIGITAL_ASSETS,),
+    DIGITAL_ASSETS.name: (paths.DATA_WAREHOUSE_DIGITAL_ASSETS,),
     SUBMITTALS.name: (f"{SUBMITTALS.path}?idu=X",),
     LEADS.name: (paths.LEADS, f"{paths.LEADS}/00Q-ANY"),
     CONTRACTORS.name: (CONTRACTORS.path,),
@@ -91,7 +91,7 @@ def assert_error_style(answer: httpx.Response, status: int, path: str) -> None:
         assert body["success"] is False and body["data"] is None
         expected_code = "UNAUTHORIZED" if status == 401 else "FORBIDDEN"
         assert body["errors"][0]["code"] == expected_code
-    elif family is Family.WAREHOUSE:
+    elif family is Family.DATA_WAREHOUSE:
         assert body["success"] is False
         assert isinstance(body["errors"][0], str) and body["errors"][0]
     else:
@@ -333,7 +333,7 @@ def first_refusal(url: str, headers: dict[str, str], tries: int = 60) -> tuple[i
 
 
 @pytest.mark.parametrize(
-    "path", [paths.unit_path("indoor-units"), paths.WAREHOUSE_DIGITAL_ASSETS, paths.LEADS]
+    "path", [paths.unit_path("indoor-units"), paths.DATA_WAREHOUSE_DIGITAL_ASSETS, paths.LEADS]
 )
 def test_a_key_over_its_limit_gets_429_with_retry_after_while_another_key_is_served(
     read_api: ReadApi, strict_api: str, path: str
@@ -347,7 +347,7 @@ def test_a_key_over_its_limit_gets_429_with_retry_after_while_another_key_is_ser
     family = family_of(path)
     if family is Family.PRODUCTS:
         assert body["errors"][0]["code"] == "RATE_LIMITED"
-    elif family is Family.WAREHOUSE:
+    elif family is Family.DATA_WAREHOUSE:
         assert body["success"] is False and body["errors"]
     else:
         assert body["type"] == "/problems/rate-limited" and body["status"] == 429
@@ -412,7 +412,7 @@ def test_access_log_and_error_bodies_never_hold_keys_tokens_or_lead_contacts(
         # Contact data sent as a (bad) parameter is neither echoed nor logged.
         *((f"{paths.LEADS}?createdAfter={contact}", read_api.key) for contact in contacts[:4]),
         *((f"{paths.PRODUCTS_LIST}?count=0", key) for key in keys),
-        (f"{paths.WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=x", read_api.key),
+        (f"{paths.DATA_WAREHOUSE_DIGITAL_ASSETS}?updatedAfter=x", read_api.key),
     ]
     error_bodies: list[str] = []
     with caplog.at_level(logging.INFO, logger="ductwork.access"), httpx.Client() as client:

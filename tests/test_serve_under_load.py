@@ -150,7 +150,11 @@ def client_loop(base: str, key: str, record: LoadRecord, stop: threading.Event, 
                 walk_list(client, record, base, paths.PRODUCTS_LIST, lambda item: item["sku"])
             elif choice == 1:
                 walk_list(
-                    client, record, base, paths.WAREHOUSE_DIGITAL_ASSETS, lambda a: a["assetId"]
+                    client,
+                    record,
+                    base,
+                    paths.DATA_WAREHOUSE_DIGITAL_ASSETS,
+                    lambda a: a["assetId"],
                 )
             elif choice == 2:
                 walk_list(client, record, base, PAIRINGS.path, lambda p: p["relationshipId"])
@@ -184,7 +188,7 @@ def snapshot_totals(home: Path, version: str) -> dict[str, int]:
 
         return {
             paths.PRODUCTS_LIST: count("catalog_items"),
-            paths.WAREHOUSE_DIGITAL_ASSETS: count("serving_digital_assets"),
+            paths.DATA_WAREHOUSE_DIGITAL_ASSETS: count("serving_digital_assets"),
         }
 
 

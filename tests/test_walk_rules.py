@@ -18,10 +18,10 @@ from typing import TypeVar
 import httpx
 import pytest
 
-from ductwork.contract.paths import LEADS, PRODUCTS_LIST, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS, PRODUCTS_LIST
 from ductwork.streams.crm import LEAD_PAGING
+from ductwork.streams.data_warehouse import DIGITAL_ASSET_PAGING
 from ductwork.streams.registry import PAIRINGS
-from ductwork.streams.warehouse import DIGITAL_ASSET_PAGING
 from ductwork.upstream.client import UpstreamClient, UpstreamContractError
 from ductwork.upstream.cursor_walk import Cursor, walk_cursor
 from ductwork.upstream.list_reader import MAX_LIST_RECORDS, read_whole_list
@@ -150,7 +150,7 @@ def test_a_page_walk_over_a_list_that_ignores_page_is_refused_at_the_repeated_pa
         lambda client: page_walk(client, DIGITAL_ASSET_PAGING, PageWalkProgress(None), sink.assets),
     )
     assert message == (
-        f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 2 repeats page 1 "
+        f"GET {DATA_WAREHOUSE_DIGITAL_ASSETS}: refused, page 2 repeats page 1 "
         "(the upstream ignores page?)"
     )
     assert [len(page) for page in sink.pages] == [1000]  # only the first page reached the sink
@@ -170,7 +170,7 @@ def test_a_page_walk_whose_totals_promise_records_its_page_lacks_is_refused_on_t
         ),
     )
     assert message == (
-        f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000 holds 0 records; "
+        f"GET {DATA_WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000 holds 0 records; "
         "a page before the last holds count (1000)"
     )
     assert requests == 1
@@ -185,7 +185,9 @@ def test_a_keyset_walk_over_a_list_reporting_a_billion_pages_is_refused(
     message, requests = refused(
         upstream, lambda client: keyset_walk(client, DIGITAL_ASSET_PAGING, None, sink.keyset)
     )
-    assert message.startswith(f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000")
+    assert message.startswith(
+        f"GET {DATA_WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000"
+    )
     # Each query moved up to the resume point; the last one, short of a page, was refused.
     assert sink.records < ASSETS_ON_TINY
     assert requests <= ASSETS_ON_TINY // 1000 + 1
@@ -198,10 +200,12 @@ def test_a_whole_list_read_of_a_list_reporting_a_billion_pages_stops_at_its_firs
     # A full first page agrees with its totals; the total alone is more than a read may hold.
     message, requests = refused(
         upstream,
-        lambda client: read_whole_list(client, WAREHOUSE_DIGITAL_ASSETS, lambda r: r["assetId"]),
+        lambda client: read_whole_list(
+            client, DATA_WAREHOUSE_DIGITAL_ASSETS, lambda r: r["assetId"]
+        ),
     )
     assert message == (
-        f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 reports 1,000,000,000,000 items; a "
+        f"GET {DATA_WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 reports 1,000,000,000,000 items; a "
         f"whole-list read holds at most {MAX_LIST_RECORDS:,}"
     )
     assert requests == 1

@@ -31,7 +31,7 @@ def product_list(records: Sequence[bytes], pagination: dict[str, int]) -> bytes:
 
 def product_lookup(record: bytes) -> bytes:
     """``{"success", "data": {...}, "errors"}``: one record of the product family, or of a
-    warehouse lookup."""
+    data warehouse lookup."""
     return b"".join((b'{"success":true,"data":', record, b',"errors":[]}'))
 
 
@@ -50,7 +50,7 @@ def nested_list(member: str, records: Sequence[bytes], pagination: dict[str, int
     )
 
 
-def warehouse_list(
+def data_warehouse_list(
     records: Sequence[bytes], pagination: dict[str, int], filters: dict[str, str | None]
 ) -> bytes:
     """``{"success", "data", "errors", "pagination", "filters"}`` of the digital-asset list."""

@@ -74,7 +74,7 @@ class ApiError(Exception):
     message: str
     param: str | None = None
     retry_after: int | None = None
-    # A warehouse lookup answers a miss with ``data: {}`` instead of ``null``.
+    # A data warehouse lookup answers a miss with ``data: {}`` instead of ``null``.
     empty_data: object = None
     headers: dict[str, str] = field(default_factory=dict)
     # Members a Problem carries beyond its own (RFC 9457 extension members), e.g. ``oldest``.
@@ -116,7 +116,7 @@ def rate_limited(retry_after: int, message: str = "Too many requests") -> ApiErr
 
 
 def render(error: ApiError, family: Family | None, path: str) -> ErrorAnswer:
-    """Render an error in the family's style: product envelope, warehouse envelope or Problem."""
+    """Render an error in its family's style: product or data warehouse envelope, or Problem."""
     headers = dict(error.headers)
     if error.code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = "Bearer"
@@ -128,7 +128,7 @@ def render(error: ApiError, family: Family | None, path: str) -> ErrorAnswer:
             item["field"] = error.param
         body = {"success": False, "data": None, "errors": [item]}
         return ErrorAnswer(error.status, headers, dumps(body), JSON)
-    if family is Family.WAREHOUSE:
+    if family is Family.DATA_WAREHOUSE:
         body = {"success": False, "data": error.empty_data, "errors": [error.message]}
         return ErrorAnswer(error.status, headers, dumps(body), JSON)
     problem = {
@@ -169,7 +169,7 @@ def lookup_params_missing(names: tuple[str, ...]) -> ApiError:
 
 
 def lookup_not_found(what: str) -> ApiError:
-    """Nothing for that combination of query values (warehouse style: ``data: {}``)."""
+    """Nothing for that combination of query values (data warehouse style: ``data: {}``)."""
     return not_found(f"No {what} for this combination", empty_data={})
 
 

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 PRODUCTS_PREFIX = "/products/v2.0"
 INTERNAL_PREFIX = "/internal/v1.0"
-WAREHOUSE_PREFIX = "/warehouse/v1.0"
+DATA_WAREHOUSE_PREFIX = "/warehouse/v1.0"
 CRM_PREFIX = "/crm/v1.1"
 
 # Route slug of each unit type, in the order the spec lists them.
@@ -24,7 +24,7 @@ PRODUCTS_LIST = f"{PRODUCTS_PREFIX}/products"
 UNITS_RESOLVER = f"{PRODUCTS_PREFIX}/units"
 PIM_IMAGE_SYNC = f"{INTERNAL_PREFIX}/jobs/pim-image-sync"
 # The two lists the upstream walks page through (``ductwork.upstream``).
-WAREHOUSE_DIGITAL_ASSETS = f"{WAREHOUSE_PREFIX}/digital-assets"
+DATA_WAREHOUSE_DIGITAL_ASSETS = f"{DATA_WAREHOUSE_PREFIX}/digital-assets"
 LEADS = f"{CRM_PREFIX}/leads"
 
 
@@ -32,14 +32,14 @@ class Family(StrEnum):
     """A path family: it decides the error style of every answer under its prefix."""
 
     PRODUCTS = "products"
-    WAREHOUSE = "warehouse"
+    DATA_WAREHOUSE = "warehouse"
     CRM = "crm"
     INTERNAL = "internal"
 
 
 _PREFIXES: tuple[tuple[str, Family], ...] = (
     (PRODUCTS_PREFIX, Family.PRODUCTS),
-    (WAREHOUSE_PREFIX, Family.WAREHOUSE),
+    (DATA_WAREHOUSE_PREFIX, Family.DATA_WAREHOUSE),
     (CRM_PREFIX, Family.CRM),
     (INTERNAL_PREFIX, Family.INTERNAL),
 )

@@ -9,7 +9,7 @@ The package's modules, each with one concern:
   published elsewhere;
 - ``fingerprint``: the content fingerprints that tell whether a publish has anything new;
 - ``stamp``: the warehouse file as a publish left it, so the next one can skip the fingerprint;
-- ``guard``: the checks a reader makes before it trusts a snapshot (checksum, catalog, locked
+- ``guard``: the checks a reader makes before it trusts a snapshot (checksum, definitions, locked
   settings);
 - ``leases`` and ``pruning``: which snapshots readers still hold, and removing the others with
   the files beside them;

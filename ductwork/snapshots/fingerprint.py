@@ -53,14 +53,14 @@ def _hashed_rows(table: str, hashed: Collection[str]) -> str:
 
 
 def release_digest() -> str:
-    """A digest of what decides a snapshot's catalog: the SQL a publish runs beyond the
+    """A digest of what decides a snapshot's definitions: the SQL a publish runs beyond the
     warehouse's tables, the tables' own DDL, the tables whose rows are versioned, and the
     DuckDB release that prints it all.
 
     What publishing adds (serving tables, comments, views, the history's macros and each
     stream's feed) is part of a snapshot too: a new release of that SQL must publish anew even
-    when the data has not changed. And a publisher takes the catalog of a snapshot of the same
-    release as what a publish makes (``guard.check_catalog``): a release that drops a
+    when the data has not changed. And a publisher takes the definitions of a snapshot of the same
+    release as what a publish makes (``guard.check_definitions``): a release that drops a
     table must not pass for the one that made it."""
     publishing_sql = (
         snapshot_sql()

@@ -4,7 +4,8 @@ Whoever can write the data folder's snapshots or the object store's prefix could
 hand every replica a file whose views read the host's files. So a snapshot is opened on a
 locked connection (no file, URL or extension beyond the file itself, no setting changed
 afterwards), its SHA-256 must match the one its publisher wrote beside it
-(``<file>.sha256``), and its catalog must hold exactly what a publish makes: the registry's
+(``<file>.sha256``), and its definitions (what DuckDB's catalog lists) must be exactly what a
+publish makes: the registry's
 tables, the tables and views a publish adds (each view with its own text), the history's
 tables and macros, nothing else.
 """
@@ -101,20 +102,20 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET lock_configuration = true")
 
 
-Catalog = dict[tuple[str, str, str], str]  # (kind, schema, name) -> what runs when it is read
+Definitions = dict[tuple[str, str, str], str]  # (kind, schema, name) -> what runs when it is read
 
 
-def catalog_of(con: duckdb.DuckDBPyConnection) -> Catalog:
+def definitions_of(con: duckdb.DuckDBPyConnection) -> Definitions:
     """What the database in use holds, by kind, schema and name, each with what runs when it
     is read: a view's SQL, a macro's definition, a table's generated columns (a table's other
     columns run nothing, so a table written by an earlier release still matches)."""
-    found: Catalog = {}
-    for kind, schema, name, text in con.execute(_CATALOG).fetchall():
+    found: Definitions = {}
+    for kind, schema, name, text in con.execute(_DEFINITIONS).fetchall():
         found[(kind, schema, name)] = text or ""
     return found
 
 
-_CATALOG = """
+_DEFINITIONS = """
 SELECT 'table', t.schema_name, t.table_name,
        string_agg(c.column_name || ' AS ' || c.generation_expression, '; '
                   ORDER BY c.column_index) FILTER (WHERE c.is_generated)
@@ -134,7 +135,7 @@ _DROP = {"table": "TABLE", "view": "VIEW", "macro": "MACRO", "table_macro": "MAC
 
 
 @cache
-def expected_catalog() -> Catalog:
+def expected_definitions() -> Definitions:
     """What a publish makes, as it makes it: an empty warehouse published in memory."""
     con = duckdb.connect()
     try:
@@ -143,24 +144,24 @@ def expected_catalog() -> Catalog:
         empty = [table.name for table in kept_tables()]
         record_publish(con, None, "expected", datetime.now(UTC), timedelta(days=1), empty)
         add_snapshot_extras(con, "expected", "")
-        return catalog_of(con)
+        return definitions_of(con)
     finally:
         con.close()
 
 
-def check_catalog(
-    con: duckdb.DuckDBPyConnection, name: str, published: Catalog | None = None
+def check_definitions(
+    con: duckdb.DuckDBPyConnection, name: str, published: Definitions | None = None
 ) -> None:
     """SnapshotRefused when the database in use (the snapshot file ``name``) holds anything a
     publish does not make, or anything whose text is not the one a publish gives it.
 
-    ``published`` (a publisher's shortcut, never a reader's): the catalog of a snapshot that
+    ``published`` (a publisher's shortcut, never a reader's): the definitions of a snapshot that
     this release published and checked. A database holding exactly that passes without the
-    expected catalog being built (a good part of a second); any other is checked in full."""
-    found = catalog_of(con)
+    expected definitions being built (a good part of a second); any other is checked in full."""
+    found = definitions_of(con)
     if published is not None and found == published:
         return
-    expected = expected_catalog()
+    expected = expected_definitions()
     for entry, text in sorted(found.items()):
         kind, schema, item = entry
         if entry not in expected:
@@ -170,16 +171,16 @@ def check_catalog(
             raise SnapshotRefused(name, why)
 
 
-def drop_strays(con: duckdb.DuckDBPyConnection, published: Catalog | None = None) -> list[str]:
+def drop_strays(con: duckdb.DuckDBPyConnection, published: Definitions | None = None) -> list[str]:
     """Drop from the database in use what no publish makes (the tables of a stream no longer
     in the registry, a table added by hand); returns what went, as ``schema.name``.
 
-    ``published``: as for ``check_catalog``; a database holding nothing beyond it has nothing
+    ``published``: as for ``check_definitions``; a database holding nothing beyond it has nothing
     to drop."""
-    found = set(catalog_of(con))
+    found = set(definitions_of(con))
     if published is not None and found <= set(published):
         return []
-    expected = expected_catalog()
+    expected = expected_definitions()
     dropped = []
     for kind, schema, name in sorted(found - set(expected)):
         qualified = f"{quote_identifier(schema)}.{quote_identifier(name)}"

@@ -121,12 +121,12 @@ def _point_at(snapshots_dir: Path, live: Snapshot) -> None:
 @dataclass(frozen=True)
 class _Fingerprinted:
     """The warehouse's content fingerprint (with the versioned tables whose rows were hashed
-    for it) and what the current snapshot recorded: its fingerprint and its catalog."""
+    for it) and what the current snapshot recorded: its fingerprint and its definitions."""
 
     hashed: list[str]
     fingerprint: str
     live_fingerprint: str | None
-    live_catalog: guard.Catalog | None
+    live_definitions: guard.Definitions | None
 
     @classmethod
     def of(
@@ -146,8 +146,8 @@ class _Fingerprinted:
             hashed, fingerprint = with_memory_headroom(
                 warehouse, fingerprinted, what="fingerprinting the warehouse"
             )
-        live_fingerprint, live_catalog = facts.result() if facts is not None else (None, None)
-        return cls(hashed, fingerprint, live_fingerprint, live_catalog)
+        live_fingerprint, live_definitions = facts.result() if facts is not None else (None, None)
+        return cls(hashed, fingerprint, live_fingerprint, live_definitions)
 
     @property
     def same_release(self) -> bool:
@@ -180,9 +180,9 @@ def _publish_copy(
     with publishing_lock(snapshots_dir):
         _record(warehouse, live, version, found, history)
         try:
-            # The current snapshot's catalog, when this release published it, is what a
-            # publish makes: the copy is checked against it before building that catalog anew.
-            published = found.live_catalog if found.same_release else None
+            # The current snapshot's definitions, when this release published it, are what a
+            # publish makes: the copy is checked against them before building them anew.
+            published = found.live_definitions if found.same_release else None
             _copy_into(warehouse, database, staging, version, found.fingerprint, published)
             file_modes.fsync(staging)
             _write_change_files_and_checksum(warehouse, snapshots_dir, staging, final)
@@ -260,17 +260,17 @@ def _stamp(
         WarehouseStamp.of(database, snapshot.path.name, fingerprint).write(snapshots_dir)
 
 
-def _published_facts(snapshot: Snapshot) -> tuple[str | None, guard.Catalog | None]:
+def _published_facts(snapshot: Snapshot) -> tuple[str | None, guard.Definitions | None]:
     """The content fingerprint recorded in a snapshot (None for one published without it) and
-    its catalog (None when the file cannot be read)."""
+    its definitions (None when the file cannot be read)."""
     try:
         # As readers open it: a process opens one file with one configuration only.
         with guard.open_locked(snapshot.path) as con:
             found = con.execute(read_sql("snapshot_fingerprint")).fetchall()
-            catalog = guard.catalog_of(con)
+            definitions = guard.definitions_of(con)
     except duckdb.Error:
         return None, None
-    return (found[0][0] if found else None), catalog
+    return (found[0][0] if found else None), definitions
 
 
 def _copy_into(
@@ -279,10 +279,10 @@ def _copy_into(
     staging: Path,
     version: str,
     fingerprint: str,
-    published: guard.Catalog | None = None,
+    published: guard.Definitions | None = None,
 ) -> None:
     """Copy the warehouse file into ``staging``, then add the serving tables to the copy;
-    ``published``: the catalog of a snapshot this release published (see ``drop_strays``).
+    ``published``: the definitions of a snapshot this release published (see ``drop_strays``).
 
     A checkpoint first writes every committed change into the warehouse file itself; the file
     is then copied as bytes, which is several times faster than ``COPY FROM DATABASE`` (that
@@ -309,13 +309,13 @@ def _copy_into(
         warehouse.execute("USE snapshot_target")
         try:
             # First what no copy keeps (the erasures' schema): left to ``drop_strays``, it is
-            # beyond the published catalog and has the expected catalog built every publish.
+            # beyond the published definitions and has the expected ones built every publish.
             drop_warehouse_only(warehouse)
             # Readers refuse a snapshot holding anything a publish does not make: what the
             # warehouse holds beyond that (a removed stream's tables) stays out of the copy.
             guard.drop_strays(warehouse, published)
             add_snapshot_extras(warehouse, version, fingerprint)
-            guard.check_catalog(warehouse, staging.name, published)
+            guard.check_definitions(warehouse, staging.name, published)
         finally:
             warehouse.execute(f"USE {quote_identifier(database.name)}")
         warehouse.execute("CHECKPOINT snapshot_target")

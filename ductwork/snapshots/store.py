@@ -6,7 +6,7 @@ Layout under ``s3://BUCKET/PREFIX/``: every snapshot file under its own, never r
 current file's name. A publish uploads the file and its checksum first (a multipart upload
 appears only once complete) and writes ``CURRENT`` after them, so a reader never finds a
 pointer to a missing or partial file. A replica checks every download against its checksum
-(and, as it loads it, its catalog: ``ductwork.snapshots.guard``). A publish that changed
+(and, as it loads it, its definitions: ``ductwork.snapshots.guard``). A publish that changed
 nothing rewrites ``CURRENT`` only; its modification time then says when a sync last
 confirmed the snapshot.
 

@@ -7,11 +7,11 @@ To add a stream, see docs/adding-a-stream.md.
 
 from __future__ import annotations
 
-from ductwork.streams.catalog import PAIRINGS, PRODUCTS
 from ductwork.streams.crm import LEADS
+from ductwork.streams.data_warehouse import DIGITAL_ASSETS, SUBMITTALS
 from ductwork.streams.internal import CONTRACTORS, INDOOR_MODELS, MANUALS
 from ductwork.streams.model import CADENCES, Cadence, Serving, Step, Stream
-from ductwork.streams.warehouse import DIGITAL_ASSETS, SUBMITTALS
+from ductwork.streams.products import PAIRINGS, PRODUCTS
 
 STREAMS: tuple[Stream, ...] = (
     PRODUCTS,

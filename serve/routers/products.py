@@ -14,7 +14,7 @@ from ductwork.contract.errors import (
     unit_not_found,
     unknown_category,
 )
-from ductwork.streams.catalog import CATALOG_ITEM_RECORD
+from ductwork.streams.products import CATALOG_ITEM_RECORD
 from ductwork.streams.registry import PAIRINGS, PRODUCTS
 from serve import openapi_schemas as schemas
 from serve.catalog_index import UNIT_FILTERS

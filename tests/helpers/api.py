@@ -14,10 +14,10 @@ from yarl import URL
 
 from ductwork.contract.encoding import loads
 from ductwork.contract.paths import (
+    DATA_WAREHOUSE_DIGITAL_ASSETS,
     LEADS,
     PRODUCTS_LIST,
     UNIT_SLUGS,
-    WAREHOUSE_DIGITAL_ASSETS,
     unit_path,
 )
 from ductwork.streams.registry import MANUALS, PAIRINGS
@@ -135,7 +135,7 @@ def _client(base_url: str, key: str) -> httpx.Client:
 
 def all_assets(upstream: SandboxHandle) -> list[dict]:
     assets: list[dict] = []
-    for path, query in all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000):
+    for path, query in all_pages(upstream, DATA_WAREHOUSE_DIGITAL_ASSETS, 1000):
         assets += get_json(upstream, path, **query)["data"]
     return assets
 
@@ -160,7 +160,7 @@ def mirror_requests(upstream: SandboxHandle) -> list[Request]:
     requests: list[Request] = []
     for path in [PRODUCTS_LIST, PAIRINGS.path, *(unit_path(s) for s in UNIT_SLUGS)]:
         requests += all_pages(upstream, path, 1000)
-    requests += all_pages(upstream, WAREHOUSE_DIGITAL_ASSETS, 1000)
+    requests += all_pages(upstream, DATA_WAREHOUSE_DIGITAL_ASSETS, 1000)
     requests += walk_requests(upstream, 1000)
     requests.append((MANUALS.path, {}))
     return requests

@@ -45,7 +45,7 @@ import pytest
 from assets.ingest import WAREHOUSE_POOL
 from ductwork import snapshots
 from ductwork.contract.encoding import loads
-from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS
 from ductwork.settings import HomeSettings
 from ductwork.warehouse.lease import lease_beside
 from ductwork.warehouse.sync_state import PAGE_WALK
@@ -302,7 +302,7 @@ def assets_and_leads_equal_the_upstream(home: Path, upstream: SandboxHandle) -> 
         requests = [
             request
             for request in mirror_requests(upstream)
-            if request[0] in (WAREHOUSE_DIGITAL_ASSETS, LEADS)
+            if request[0] in (DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS)
         ]
         compare_all(upstream, api, requests, both_keys(upstream, api))
 
@@ -311,7 +311,7 @@ def assert_serves(home: Path, version: str) -> None:
     """The read API over ``home`` answers from the snapshot ``version``."""
     with api_over(home) as api:
         answer = httpx.get(
-            f"{api.url}{WAREHOUSE_DIGITAL_ASSETS}",
+            f"{api.url}{DATA_WAREHOUSE_DIGITAL_ASSETS}",
             params={"count": 5},
             headers={"Authorization": f"Bearer {api.key}"},
             timeout=60,

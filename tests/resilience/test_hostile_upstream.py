@@ -28,7 +28,7 @@ import duckdb
 import pytest
 
 from ductwork import snapshots
-from ductwork.contract.paths import LEADS, WAREHOUSE_DIGITAL_ASSETS
+from ductwork.contract.paths import DATA_WAREHOUSE_DIGITAL_ASSETS, LEADS
 from ductwork.settings import HomeSettings
 from sandbox.fault_settings import Faults
 from sandbox.server import SandboxHandle
@@ -64,7 +64,7 @@ HOSTILE = [
         "endless_pages",
         "warehouse_digital_assets",
         # The first page asked for after the resume point lists its own asset alone.
-        f"GET {WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000 holds 1 record; a "
+        f"GET {DATA_WAREHOUSE_DIGITAL_ASSETS}: refused, page 1 of 1,000,000,000 holds 1 record; a "
         "page before the last holds count (1000)",
     ),
     Hostile(

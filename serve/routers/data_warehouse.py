@@ -1,4 +1,4 @@
-"""The warehouse family: /warehouse/v1.0 (digital assets, submittal data)."""
+"""The data warehouse family: /warehouse/v1.0 (digital assets, submittal data)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,21 @@ from ductwork.streams.registry import DIGITAL_ASSETS, SUBMITTALS
 from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep, require_key
 from serve.live_snapshot import ServingState
-from serve.openapi_docs import WAREHOUSE_ERRORS, answer, record_of
+from serve.openapi_docs import DATA_WAREHOUSE_ERRORS, answer, record_of
 from serve.responses import json_answer
 
 router = APIRouter(
-    prefix=paths.WAREHOUSE_PREFIX,
+    prefix=paths.DATA_WAREHOUSE_PREFIX,
     tags=["warehouse"],
     dependencies=[Depends(require_key)],
-    responses=WAREHOUSE_ERRORS,
+    responses=DATA_WAREHOUSE_ERRORS,
 )
 
 
 @router.get(
     "/digital-assets",
     summary="Digital assets by (updatedAt, assetId)",
-    responses=answer(schemas.warehouse_list(record_of(DIGITAL_ASSETS))),
+    responses=answer(schemas.data_warehouse_list(record_of(DIGITAL_ASSETS))),
 )
 async def list_digital_assets(
     request: Request,
@@ -54,7 +54,7 @@ async def digital_assets_page(
     first = 0 if after is None else listing.after_time(epoch_micros(after))
     start, end = params.page_bounds(number, size)
     joined = await listing.joined(first + start, min(first + end, len(listing)))
-    return envelopes.warehouse_list(
+    return envelopes.data_warehouse_list(
         [joined],
         params.pagination(number, size, len(listing) - first),
         {"updatedAfter": None if after is None else format_datetime(after)},

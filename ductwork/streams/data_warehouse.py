@@ -1,4 +1,4 @@
-"""The warehouse family's streams: ``digital-assets`` (incremental on ``updatedAfter``) and
+"""The data warehouse family's streams: ``digital-assets`` (incremental on ``updatedAfter``) and
 ``submittals`` (one request per pairing and standalone unit of the catalog)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 from ductwork.contract import paths
 from ductwork.contract.paths import Family
-from ductwork.streams.catalog import PAIRINGS, PRODUCTS
 from ductwork.streams.model import EVERY_15_MINUTES, NIGHTLY, Serving, Step, Stream, Table
+from ductwork.streams.products import PAIRINGS, PRODUCTS
 from ductwork.sync.derived_requests import DerivedRequests
 from ductwork.sync.updated_after import UpdatedAfter
 from ductwork.upstream.paging import UpdatedAfterPaging
@@ -16,7 +16,7 @@ from ductwork.upstream.schema_drift import NULL, RecordShape
 from ductwork.warehouse.columns import Columns
 from ductwork.warehouse.loading import Record, text_or_none, timestamp_or_none
 
-SUBMITTAL_DATA = f"{paths.WAREHOUSE_PREFIX}/submittal-data"
+SUBMITTAL_DATA = f"{paths.DATA_WAREHOUSE_PREFIX}/submittal-data"
 
 DIGITAL_ASSET_RECORD = RecordShape(
     required={
@@ -89,13 +89,13 @@ def submittal_row(record: Record) -> dict[str, Any]:
 
 # Page numbers from an updatedAfter on, in (updatedAt, assetId) order.
 DIGITAL_ASSET_PAGING = UpdatedAfterPaging(
-    paths.WAREHOUSE_DIGITAL_ASSETS, updated_member="updatedAt", id_member="assetId"
+    paths.DATA_WAREHOUSE_DIGITAL_ASSETS, updated_member="updatedAt", id_member="assetId"
 )
 DIGITAL_ASSETS = Stream(
     name="digital-assets",
-    family=Family.WAREHOUSE,
+    family=Family.DATA_WAREHOUSE,
     key="assetId",
-    path=paths.WAREHOUSE_DIGITAL_ASSETS,
+    path=paths.DATA_WAREHOUSE_DIGITAL_ASSETS,
     description="Warehouse digital assets (manuals, brochures, spec sheets, images, videos).",
     cadence=EVERY_15_MINUTES,
     shape=DIGITAL_ASSET_RECORD,
@@ -122,7 +122,7 @@ DIGITAL_ASSETS = Stream(
 
 SUBMITTALS = Stream(
     name="submittals",
-    family=Family.WAREHOUSE,
+    family=Family.DATA_WAREHOUSE,
     key="idu|odu",
     path=SUBMITTAL_DATA,
     description="Submittal data for every Pairing (P1/P2 SRNs) and Standalone unit.",
