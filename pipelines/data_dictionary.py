@@ -1,4 +1,5 @@
-"""``ductwork docs``: the data dictionary as Markdown, generated from the snapshot's catalog."""
+"""``ductwork docs``: the data dictionary as Markdown, generated from what DuckDB's catalog
+lists of the current snapshot."""
 
 from __future__ import annotations
 

@@ -109,21 +109,36 @@ def test_sql_writes_parquet_to_the_output_file_and_refuses_parquet_without_one(
     assert "--output" in refused.stderr
 
 
-def test_every_subcommand_the_parser_declares_has_its_handler() -> None:
-    """``pipelines.cli_parser`` names each subcommand's handler as text; ``pipelines.cli`` must
-    hold a function by every such name, or that command fails only when someone runs it."""
+def test_every_subcommand_runs_by_its_own_module_and_declares_what_it_writes() -> None:
+    """Each subcommand's module adds its parser with the function that runs it: a leaf
+    subcommand without one fails only when someone runs it. The commands that write the data
+    folder (so that it is first brought to the file-mode rule) and those that run a job in
+    the process are the ones that do."""
     import argparse
 
-    from pipelines import cli, cli_parser
+    from pipelines import commands
 
-    def handlers(parser: argparse.ArgumentParser) -> set[str]:
-        named = {parser.get_default("handler")} - {None}
+    def leaves(
+        parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+    ) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+        found = {}
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
-                for sub in action.choices.values():
-                    named |= handlers(sub)
-        return named
+                for name, sub in action.choices.items():
+                    found |= leaves(sub, (*path, name))
+        return found or {path: parser}
 
-    declared = handlers(cli_parser.parser("test"))
-    assert len(declared) > 15
-    assert declared == set(cli.HANDLERS)
+    found = leaves(commands.parser("test"))
+    assert len(found) > 15
+    # The sandbox's arguments go to its own parser before this one reads them.
+    runs = {path: parser.get_default("run") for path, parser in found.items()}
+    assert [path for path, run in runs.items() if not callable(run)] == [("sandbox",)]
+    writers = {
+        path[0] for path, parser in found.items() if parser.get_default("writes_data_folder")
+    }
+    assert writers == {"sync", "run-job", "dev", "demo", "subscriptions", "forget"}
+    subscriptions = [parser for path, parser in found.items() if path[0] == "subscriptions"]
+    assert len(subscriptions) == 4
+    assert all(parser.get_default("writes_data_folder") for parser in subscriptions)
+    jobs = {path[0] for path, parser in found.items() if parser.get_default("runs_a_job")}
+    assert jobs == {"sync", "run-job", "forget"}
