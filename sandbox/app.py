@@ -208,7 +208,7 @@ def leads(state: SandboxState, query: QueryParams, _: str) -> bytes:
     count = params.read_count(query.get("count"))
     cursor_date, cursor_id = query.get("cursorCreatedDate"), query.get("cursorId")
     if (cursor_date is None) != (cursor_id is None):
-        raise cursor_incomplete()
+        raise cursor_incomplete("cursorCreatedDate", "cursorId")
     cursor_at = params.read_datetime("cursorCreatedDate", cursor_date)
     short_ids = state.faults.lead_detail_ids == "case_safe"
     if short_ids and cursor_id is not None and len(cursor_id) == SHORT_LENGTH:

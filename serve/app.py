@@ -22,7 +22,6 @@ from ductwork.keys import KeyFile
 from ductwork.settings import HomeSettings, S3Settings, ServeSettings, SnapshotStoreSettings, load
 from ductwork.snapshots.store import SnapshotStore
 from serve.data_age import AgeRule, DataAge
-from serve.documents import add_document_routes
 from serve.failed_requests import FailedRequestLimit, RefusedClients
 from serve.fast_answers import FastAnswers, FastAnswersInFront
 from serve.gzip_cache import GZIP_MINIMUM_BYTES, AnswerCache, CompressWhenAsked
@@ -37,16 +36,17 @@ from serve.past_states import PastStates
 from serve.rate_limit import LimitCounter, RequestLimit
 from serve.responses import error_response
 from serve.routers import crm, data_warehouse, health, internal, mirror, products, timemaps
+from serve.stream_routes import add_stream_routes
 
 log = logging.getLogger("ductwork.serve")
-# The router of each path family; the document streams' routes are added to theirs once.
+# The router of each path family; the streams' routes are added to theirs once.
 ROUTERS = {
     Family.PRODUCTS: products.router,
     Family.DATA_WAREHOUSE: data_warehouse.router,
     Family.CRM: crm.router,
     Family.INTERNAL: internal.router,
 }
-add_document_routes(ROUTERS)
+add_stream_routes(ROUTERS)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from ductwork.contract.errors import ApiError, ErrorCode, rate_limited, unauthor
 from ductwork.contract.paths import family_of
 from ductwork.history.feed import DEFAULT_LIMIT, MAX_LIMIT
 from ductwork.keys import OPS_SCOPE, ApiKey, KeyFile, grants, lacking
-from ductwork.streams.registry import PAIRINGS
+from ductwork.streams.model import Serving
+from ductwork.streams.registry import PAIRINGS, served_as
 from serve.live_snapshot import PAST_STATE, ServingState
 from serve.rate_limit import RequestLimit, page_cost
 
@@ -21,9 +22,9 @@ PAGED_LISTS = frozenset(
     {
         paths.PRODUCTS_LIST,
         PAIRINGS.path,
-        paths.DATA_WAREHOUSE_DIGITAL_ASSETS,
-        paths.LEADS,
         *(paths.unit_path(slug) for slug in paths.UNIT_SLUGS),
+        *(stream.path for stream in served_as(Serving.PAGED_LIST)),
+        *(stream.path for stream in served_as(Serving.CURSOR_LIST)),
     }
 )
 # The changes feed, whose pages weigh by the entries they ask for (``limit``) as list pages do.

@@ -8,10 +8,11 @@ middleware answers these requests itself, building the very same response as the
 - ``GET /products/v2.0/units/{sku}`` and ``GET /products/v2.0/{unit type}/{sku}``: the record,
   its 304 when ``If-None-Match`` names its content (``serve.validators``), or the family's 404
   for an unknown SKU;
-- ``GET /products/v2.0/products``, ``GET /products/v2.0/{unit type}`` and
-  ``GET /warehouse/v1.0/digital-assets`` whose query holds nothing but one valid ``count``
-  and/or one valid ``page`` (and, for the digital assets, one valid ``updatedAfter``): the
-  page, or its 304;
+- ``GET /products/v2.0/products``, ``GET /products/v2.0/{unit type}`` and a list paged by
+  number (``serve.paged_list_routes``: ``GET /warehouse/v1.0/digital-assets``) whose query
+  holds nothing but one valid ``count`` and/or one valid ``page`` (and, for a list paged by
+  number, one valid time filter, ``updatedAfter``): the page, or its 304, read as its route
+  reads it;
 - ``GET /_ductwork/v1/changes/{stream}`` whose query holds nothing but one ``since`` and at
   most one valid ``limit``, asked as JSON: the page of the walk when a worker kept it or a
   change file holds it (``serve.routers.mirror.sliced_json_page``), or its 304.
@@ -56,6 +57,7 @@ from serve.live_snapshot import PAST_STATE, ServingState
 from serve.memento import asked_of, linked, present_spec_headers
 from serve.observability import Metrics, record_answer, tagged, usable_request_id
 from serve.one_write import WHOLE_ANSWER
+from serve.paged_list_routes import PAGED_BY_NUMBER, PagedList
 from serve.query_strings import query_pairs
 from serve.rate_limit import page_cost
 from serve.ready_answers import Ready
@@ -66,7 +68,6 @@ from serve.responses import (
     tagged_pieces,
     unjoined_body,
 )
-from serve.routers.data_warehouse import digital_assets_page
 from serve.routers.mirror import JSON, NDJSON, PREFIX, STREAM_NAMES, sliced_json_page
 from serve.validators import content_etag
 
@@ -81,7 +82,6 @@ _FEED = PREFIX + "/changes/"
 _FEED_PARAMETERS = frozenset({"since", "limit"})
 # In a request's scope: how to get its answer's gzip form other than by compressing it.
 GZIPPED = "ductwork.gzipped"
-_ASSET_PARAMETERS = frozenset({"count", "page", "updatedAfter"})
 _NO_EXTENSIONS: dict[str, Any] = {}
 
 
@@ -110,8 +110,8 @@ class FastAnswers:
         path: str = scope["path"]
         if path.startswith(_PRODUCTS):
             family = Family.PRODUCTS
-        elif path == paths.DATA_WAREHOUSE_DIGITAL_ASSETS:
-            family = Family.DATA_WAREHOUSE
+        elif path in PAGED_BY_NUMBER:
+            family = PAGED_BY_NUMBER[path].stream.family
         elif path.startswith(_FEED):
             return await self._feed_answer(scope, heads)
         else:
@@ -155,7 +155,7 @@ class FastAnswers:
                 kept.put((path, query), ready)
         elif ready.body is not None:
             body = ready.body
-        else:  # a digital-asset page: sliced again
+        else:  # a page of a list paged by number: sliced again
             body = await _read(state, planned)  # type: ignore[arg-type]
         return revalidated(state, body, heads.conditions, ready.modified, ready.etag)
 
@@ -238,7 +238,7 @@ class FastAnswersInFront(FastAnswers):
         if scope["type"] != "http" or scope["method"] != "GET":
             return None
         path: str = scope["path"]
-        if not path.startswith((_PRODUCTS, _FEED)) and path != paths.DATA_WAREHOUSE_DIGITAL_ASSETS:
+        if not path.startswith((_PRODUCTS, _FEED)) and path not in PAGED_BY_NUMBER:
             return None
         heads = _read_heads(scope["headers"], self.passed_on)
         # Parsing the address costs more than the rest: only when some client is refused.
@@ -358,28 +358,28 @@ class _Lookup:
 
 @dataclass(frozen=True)
 class _ListPage:
-    """A page of a list: ``products``, a unit type or the digital assets (``updatedAfter``
-    for those only)."""
+    """A page of a list: ``products``, a unit type (``slug``) or a list paged by number
+    (``listed``, with its time filter ``after``)."""
 
-    slug: str | None  # None: the digital-asset list
+    slug: str | None  # None: a list paged by number
     number: int
     size: int
     after: datetime | None = None
+    listed: PagedList | None = None
 
 
 def _plan(path: str, query: bytes) -> _Lookup | _ListPage | None:
     """What this request asks for, when it is one the short path takes; nothing is read."""
-    if path == paths.DATA_WAREHOUSE_DIGITAL_ASSETS:
-        given = _single_parameters(query, _ASSET_PARAMETERS)
+    listed = PAGED_BY_NUMBER.get(path)
+    if listed is not None:
+        given = _single_parameters(query, listed.parameters)
         if given is None:
             return None
         try:
-            number = params.read_page(given.get("page"))
-            size = params.read_count(given.get("count"))
-            after = params.read_datetime("updatedAfter", given.get("updatedAfter"))
+            number, size, after = listed.read_query(given)
         except ApiError:
             return None  # the routes answer the error
-        return _ListPage(None, number, size, after)
+        return _ListPage(None, number, size, after, listed)
     if path.startswith(_RESOLVER):
         sku = path[len(_RESOLVER) :]
         return None if query or not sku else _Lookup(None, sku)
@@ -412,8 +412,8 @@ def _lookup_ready(state: ServingState, lookup: _Lookup) -> tuple[Ready, bytes] |
 
 
 async def _page_ready(state: ServingState, page: _ListPage) -> tuple[Ready, bytes]:
-    """A list page's answer made ready, and its body. A page of digital assets, a slice of the
-    record file, is kept without its body."""
+    """A list page's answer made ready, and its body. A page of a list paged by number, a slice
+    of the record file, is kept without its body."""
     body = await _read(state, page)
     return Ready(body if page.slug is not None else None, content_etag(body)), body
 
@@ -432,7 +432,8 @@ async def _read(state: ServingState, planned: _ListPage) -> bytes:
         return state.catalog.product_page(None, number, size)
     if planned.slug is not None:
         return state.catalog.unit_page(planned.slug, {}, number, size)
-    return await digital_assets_page(state, number, size, planned.after)
+    assert planned.listed is not None
+    return await planned.listed.page(state, number, size, planned.after)
 
 
 @dataclass(frozen=True)

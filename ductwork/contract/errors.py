@@ -173,9 +173,9 @@ def lookup_not_found(what: str) -> ApiError:
     return not_found(f"No {what} for this combination", empty_data={})
 
 
-def cursor_incomplete() -> ApiError:
-    """Only one of the two lead cursor parameters was given."""
-    return invalid("cursorId", "cursorCreatedDate and cursorId must be given together")
+def cursor_incomplete(created: str, record_id: str) -> ApiError:
+    """Only one of a cursor's two parameters (``created`` and ``record_id``) was given."""
+    return invalid(record_id, f"{created} and {record_id} must be given together")
 
 
 def no_such_path(path: str) -> ApiError:

@@ -52,6 +52,7 @@ LEAD_PAGING = CursorPaging(
     id_parameter="cursorId",
     created_after_parameter="createdAfter",
     noun="leads",
+    item="lead",
 )
 LEAD_COLUMNS = Columns(
     ("id", "string"), ("created_at", "timestamp"), ("created_date_text", "string"),

@@ -37,7 +37,8 @@ class CursorPaging:
     """A list paged by a cursor: each page asked for with the (created, id) of the last record
     read, in ``created_parameter`` and ``id_parameter``; a page shorter than ``page_size`` is
     the last. ``created_after_parameter`` asks for the records created after an instant (a
-    window of recent records read again). ``noun`` names the records in errors."""
+    window of recent records read again). ``noun`` names the records in errors, ``item`` one
+    of them (the read API's messages and its OpenAPI document)."""
 
     path: str
     created_member: str
@@ -46,6 +47,7 @@ class CursorPaging:
     id_parameter: str
     created_after_parameter: str
     noun: str = "records"
+    item: str = "record"
     page_size: int = LIST_PAGE_SIZE
 
     @property

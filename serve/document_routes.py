@@ -1,5 +1,5 @@
-"""The routes of every document stream: one GET on the stream's path answering the body its
-snapshot holds (503 before the stream's first sync), added to its family's router.
+"""The route of a document stream (``Serving.DOCUMENT``): one GET on the stream's path answering
+the body its snapshot holds (503 before the stream's first sync).
 
 A stream the spec declares open (no ``Authorization``) is served without a key, within a
 limit of calls per client address per second (``DUCTWORK_SERVE_KEYLESS_REQUESTS_PER_SECOND``).
@@ -12,9 +12,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, Depends, Request, Response
 
 from ductwork.contract.errors import ApiError, ErrorCode, rate_limited
-from ductwork.contract.paths import Family
-from ductwork.streams.model import Serving, Stream
-from ductwork.streams.registry import served_as
+from ductwork.streams.model import Stream
 from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep, require_key
 from serve.openapi_docs import answer, record_of
@@ -43,16 +41,14 @@ def document_handler(stream: Stream) -> Handler:
     return answer
 
 
-def add_document_routes(routers: dict[Family, APIRouter]) -> None:
-    """Add a route for every document stream to its family's router."""
-    for stream in served_as(Serving.DOCUMENT):
-        router = routers[stream.family]
-        router.add_api_route(
-            stream.path.removeprefix(router.prefix),
-            document_handler(stream),
-            methods=["GET"],
-            name=stream.sql,
-            summary=stream.description + ("" if not stream.open_access else " (no key)"),
-            dependencies=[] if stream.open_access else [Depends(require_key)],
-            responses=answer(schemas.document(record_of(stream), stream.records_in_text)),
-        )
+def add_routes(stream: Stream, router: APIRouter) -> None:
+    """Add the route of ``stream``, a document stream, to its family's ``router``."""
+    router.add_api_route(
+        stream.path.removeprefix(router.prefix),
+        document_handler(stream),
+        methods=["GET"],
+        name=stream.sql,
+        summary=stream.description + ("" if not stream.open_access else " (no key)"),
+        dependencies=[] if stream.open_access else [Depends(require_key)],
+        responses=answer(schemas.document(record_of(stream), stream.records_in_text)),
+    )
