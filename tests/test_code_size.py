@@ -22,8 +22,6 @@ STILL_OVER: dict[str, int] = {
     "bench/results.py:serving": 62,
     "bench/suite.py": 1002,
     "bench/suite.py:main": 71,
-    "ductwork/history/recording.py": 557,
-    "ductwork/history/recording.py:record_publish": 67,
     "ductwork/snapshots.py": 706,
     "ductwork/snapshots.py:publish": 98,
     "ductwork/sync/cursor_list.py:_walk": 62,
