@@ -94,38 +94,42 @@ class LeadMaker:
             item["x-score"] = d.below(100)
         if not with_detail:
             return item, None
-        detail: Record = {
-            "id": ident,
-            "email": f"{first.lower()}.{ident[-6:].lower()}@mail.example",
-            "name": item["Name"],
-            "FirstName": first,
-            "LastName": last,
-            "company": d.pick(("", "Acme HVAC", "Home", "Ölwerk GmbH")),
-            "phone": f"+1555{d.below(10**7):07d}",
-            "category": d.pick(("Residential", "Commercial")),
-            "status": status,
-            "purchaseStatus": d.pick(PURCHASE_STATUSES),
-            "address": {
-                "street": f"{d.between(1, 9999)} Main St",
-                "city": "Springfield",
-                "state": state,
-                "postalCode": postal,
-                "country": "US",
-            },
-            "annualRevenue": d.pick((0, 125000.5, 2_000_000, 87_250)),
-            "assignedContractor": f"C-{d.below(300):04d}",
-            "assignedBU": unit,
-            "doNotSell": d.percent(10),
-            "approvalCode": f"A{d.below(10**5):05d}",
-            "isApprovedHEAR": d.percent(30),
-            "isQualifiedHEAR": d.percent(50),
-            "tierHEAR": d.pick(("1", "2", "3")),
-            "Consumer_Rebate_Summary__c": "",
-            "Contractor_Rebate_Summary__c": "",
-            "Campaign__c": campaign,
-            "Auto_Assign_Contractors__c": d.percent(50),
-            "Rooms__c": rooms,
-            "When_Are_You_Planning_to_Purchase__c": when,
-            "RecordTypeId": item["RecordTypeId"],
-        }
-        return item, detail
+        return item, _detail(d, item, first, last)
+
+
+def _detail(d: Draws, item: Record, first: str, last: str) -> Record:
+    """A lead's detail, drawn after its list item ``item``, whose members it repeats."""
+    return {
+        "id": item["Id"],
+        "email": f"{first.lower()}.{item['Id'][-6:].lower()}@mail.example",
+        "name": item["Name"],
+        "FirstName": first,
+        "LastName": last,
+        "company": d.pick(("", "Acme HVAC", "Home", "Ölwerk GmbH")),
+        "phone": f"+1555{d.below(10**7):07d}",
+        "category": d.pick(("Residential", "Commercial")),
+        "status": item["Status"],
+        "purchaseStatus": d.pick(PURCHASE_STATUSES),
+        "address": {
+            "street": f"{d.between(1, 9999)} Main St",
+            "city": "Springfield",
+            "state": item["StateCode"],
+            "postalCode": item["PostalCode"],
+            "country": "US",
+        },
+        "annualRevenue": d.pick((0, 125000.5, 2_000_000, 87_250)),
+        "assignedContractor": f"C-{d.below(300):04d}",
+        "assignedBU": item["Business_Unit__c"],
+        "doNotSell": d.percent(10),
+        "approvalCode": f"A{d.below(10**5):05d}",
+        "isApprovedHEAR": d.percent(30),
+        "isQualifiedHEAR": d.percent(50),
+        "tierHEAR": d.pick(("1", "2", "3")),
+        "Consumer_Rebate_Summary__c": "",
+        "Contractor_Rebate_Summary__c": "",
+        "Campaign__c": item["Campaign__c"],
+        "Auto_Assign_Contractors__c": d.percent(50),
+        "Rooms__c": item["Rooms__c"],
+        "When_Are_You_Planning_to_Purchase__c": item["When_Are_You_Planning_to_Purchase__c"],
+        "RecordTypeId": item["RecordTypeId"],
+    }

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from ductwork import snapshots
-from ductwork.history import recording
+from ductwork.history import recording, row_versions
 from ductwork.streams.registry import DIGITAL_ASSETS, LEADS, STREAMS
 from ductwork.warehouse.schema import schema_sql
 from warehouse_sql import stream_section
@@ -82,7 +82,7 @@ def recorded(warehouse: Path, live: Path, follow: bool) -> tuple[list[tuple], li
     """The second publish's history recorded on ``warehouse``: its feed log, the feed's state,
     and how many keys the last stream that followed the change compared (-1: none did)."""
     with duckdb.connect(str(warehouse)) as con:
-        hashed = recording.hash_current_rows(con)
+        hashed = row_versions.hash_current_rows(con)
         seq = recording.record_publish(
             con,
             live,
@@ -120,7 +120,7 @@ def test_only_a_stream_whose_records_are_rows_of_one_table_follows_that_table_s_
             continue
         tables = recording.feed_tables(stream.sql)
         assert len(tables) == 1, f"{stream.name}: its records are read from {sorted(tables)}"
-        read = set(re.findall(rf"\b(\w+){recording.CHANGED_SUFFIX}\b", changed))
+        read = set(re.findall(rf"\b(\w+){row_versions.CHANGED_SUFFIX}\b", changed))
         assert read == tables, f"{stream.name}: changed_keys reads the changes of {sorted(read)}"
 
 

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from ductwork import snapshots
-from ductwork.history import feed, feed_entries, feed_queries, recording
+from ductwork.history import feed, feed_entries, feed_queries, row_versions
 from ductwork.history.past import BeforeHistory, publish_at, rebuild
 from ductwork.snapshots import guard
 from ductwork.streams.model import Stream
@@ -250,7 +250,7 @@ def test_the_fingerprint_from_the_rows_hashed_for_the_history_is_the_one_read_fr
     mirror.put(2, '{"relationshipId":2}')
     mirror.put_contractor("c1", '{"contractorId":"c1"}')
     mirror.con.execute("INSERT INTO contractors_raw VALUES ('{\"data\":[]}', NULL, now())")
-    hashed = recording.hash_current_rows(mirror.con)
+    hashed = row_versions.hash_current_rows(mirror.con)
     assert {"pairings", "contractors", "contractors_raw"} <= set(hashed)
     fingerprint = snapshots.content_fingerprint(mirror.con, hashed)
     assert fingerprint == snapshots.content_fingerprint(mirror.con)

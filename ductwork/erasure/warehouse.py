@@ -17,7 +17,8 @@ from contextlib import contextmanager
 
 import duckdb
 
-from ductwork.history.recording import Erase, history_name, row_hash, since_name
+from ductwork.history.recording import Erase
+from ductwork.history.row_versions import history_name, row_hash, since_name
 from ductwork.streams.internal import contractors_answer_without
 from ductwork.streams.model import Stream
 from ductwork.warehouse.columns import Columns

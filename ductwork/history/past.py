@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ductwork.contract.encoding import parse_datetime
 from ductwork.history.feed_entries import Publish
-from ductwork.history.recording import kept_tables
+from ductwork.history.row_versions import kept_tables
 from ductwork.snapshots.guard import lock_down, unlocked_connection
 from ductwork.streams.registry import STREAMS
 from warehouse_sql import quote_identifier, read_sql, stream_section

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from ductwork.history.recording import as_of_macro, kept_tables, now_hashes_name
+from ductwork.history.recording import as_of_macro
+from ductwork.history.row_versions import kept_tables, now_hashes_name
 from ductwork.snapshots.folder import current
 from ductwork.snapshots.stamp import Database, WarehouseStamp, unchanged_since_stamp
 from ductwork.streams.registry import STREAMS
@@ -59,14 +60,15 @@ def release_digest() -> str:
 
     What publishing adds (serving tables, comments, views, the history's macros and each
     stream's feed) is part of a snapshot too: a new release of that SQL must publish anew even
-    when the data has not changed. And a publisher takes the definitions of a snapshot of the same
-    release as what a publish makes (``guard.check_definitions``): a release that drops a
+    when the data has not changed. And a publisher takes the definitions of a snapshot of the
+    same release as what a publish makes (``guard.check_definitions``): a release that drops a
     table must not pass for the one that made it."""
     publishing_sql = (
         snapshot_sql()
         + read_sql("snapshot_info")
         + read_sql("snapshot_info_comments")
         + read_sql("history")
+        + read_sql("history_recording")  # the history's tables and macros a publish makes
         + "".join(as_of_macro(stream.sql) for stream in STREAMS)
         + "".join(stream_section(stream.sql, "changed_keys") for stream in STREAMS)
         + schema_sql()

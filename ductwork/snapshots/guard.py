@@ -20,7 +20,8 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes
-from ductwork.history.recording import kept_tables, record_publish
+from ductwork.history.recording import record_publish
+from ductwork.history.row_versions import kept_tables
 from ductwork.warehouse.schema import add_snapshot_extras, schema_sql
 from warehouse_sql import quote_identifier
 

@@ -26,7 +26,8 @@ from pathlib import Path
 import duckdb
 
 from ductwork import file_modes
-from ductwork.history.recording import Erase, hash_current_rows, record_publish
+from ductwork.history.recording import Erase, record_publish
+from ductwork.history.row_versions import hash_current_rows
 from ductwork.snapshots import guard
 from ductwork.snapshots.fingerprint import (
     RELEASE,

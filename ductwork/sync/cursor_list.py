@@ -46,6 +46,17 @@ LISTED_IDS_PER_STATEMENT = 10_000
 HeldPage = tuple[list[Record], Cursor | None]
 
 
+def _holding(drift: DriftTally, held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
+    """A walk's sink: count each page's drift and hold it, with its cursor when the walk is
+    the one that moves it (a re-read of the window moves none)."""
+
+    async def take(records: list[Record], cursor: Cursor) -> None:
+        drift.count(records)
+        await held.add((records, cursor if moves_cursor else None), len(records))
+
+    return take
+
+
 @dataclass
 class Listing:
     """What a run's walks listed: the range of the list they read whole, every record created
@@ -129,16 +140,6 @@ class CursorList:
         if listing.complete:  # else no id is wanted: nothing is taken for deleted
             self.start_listing(con)  # no write runs yet: the connection is this thread's
 
-        def into(held: PendingPages[HeldPage], *, moves_cursor: bool) -> Sink:
-            """A walk's sink: count each page's drift and hold it, with its cursor when the
-            walk is the one that moves it (a re-read of the window moves none)."""
-
-            async def take(records: list[Record], cursor: Cursor) -> None:
-                drift.count(records)
-                await held.add((records, cursor if moves_cursor else None), len(records))
-
-            return take
-
         def store(pages: list[HeldPage]) -> None:
             if listing.complete:
                 self.add_listed(con, [str(r[id_member]) for records, _ in pages for r in records])
@@ -150,7 +151,7 @@ class CursorList:
 
         async with pages_held() as held:
             ahead = await walk_cursor(
-                client, self.paging, into(held, moves_cursor=True), after=start
+                client, self.paging, _holding(drift, held, moves_cursor=True), after=start
             )
         # Named by the records' noun: leads_new_or_resumed, leads_revisited for the leads.
         new, revisited = f"{self.paging.noun}_new_or_resumed", f"{self.paging.noun}_revisited"
@@ -161,7 +162,7 @@ class CursorList:
                 window = await walk_cursor(
                     client,
                     self.paging,
-                    into(held, moves_cursor=False),
+                    _holding(drift, held, moves_cursor=False),
                     created_after=format_datetime(since),
                     stop_at=start,
                 )

@@ -178,12 +178,7 @@ class UpstreamClient:
         if self._http is None:
             raise RuntimeError("UpstreamClient used outside 'async with'")
         headers = self._auth_lines if auth else ""
-        query = {name: str(value) for name, value in params.items()} if params else None
-        if path.startswith(("http://", "https://")):
-            origin, own_path = Origin.split(path)
-            target = request_target(own_path, query)
-        else:
-            origin, target = self._origin, request_target(self._base_path + path, query)
+        origin, target = self._origin_and_target(path, params)
         tally = _Tally()
         while True:
             if stopping():
@@ -219,6 +214,15 @@ class UpstreamClient:
                         delay = self._after_status(tally, path, status, retry_after, body)
             self.stats.retries += 1
             await asyncio.sleep(delay)
+
+    def _origin_and_target(self, path: str, params: Params | None) -> tuple[Origin, str]:
+        """Where a GET of ``path`` (an absolute URL, or a path under the base URL) with the
+        query ``params`` goes: the origin, and the request target."""
+        query = {name: str(value) for name, value in params.items()} if params else None
+        if path.startswith(("http://", "https://")):
+            origin, own_path = Origin.split(path)
+            return origin, request_target(own_path, query)
+        return self._origin, request_target(self._base_path + path, query)
 
     def _after_status(
         self, tally: _Tally, path: str, status: int, retry_after: str | None, body: bytes
