@@ -32,7 +32,7 @@ from ductwork.history.change_files import ChangeFiles
 from ductwork.history.feed import horizons, mirror_id
 from ductwork.history.feed_entries import Publish
 from ductwork.history.feed_queries import publishes
-from ductwork.history.walks import WalkListings
+from ductwork.history.walk_listings import WalkListings
 from ductwork.snapshots import guard, sync_times
 from ductwork.snapshots.store import SnapshotStore, fetch_current
 from ductwork.streams.model import Serving

@@ -1,5 +1,5 @@
 """What a server keeps to answer the changes feed quickly gives the pages the history gives:
-a walk's listing kept whole for its later pages (``ductwork.history.walks``), a paged list's
+a walk's listing kept whole for its later pages (``ductwork.history.walk_listings``), a paged list's
 current records found by key in its record file (``serve.key_positions``), and the change files
 each publish writes, from which a walk since a publish is sliced
 (``ductwork.history.change_files``).
@@ -35,7 +35,7 @@ from ductwork.history.change_files import (
 )
 from ductwork.history.gzip_chunks import CHUNK_ROWS, deflated_chunks
 from ductwork.history.page_columns import ChangeColumns, joined_data, listed_columns
-from ductwork.history.walks import Listing, WalkListings
+from ductwork.history.walk_listings import Listing, WalkListings
 from ductwork.settings import HomeSettings
 from ductwork.streams.model import Serving
 from ductwork.streams.registry import DIGITAL_ASSETS, STREAMS

@@ -48,7 +48,7 @@ from ductwork.history.gzip_chunks import (
     value_offsets,
 )
 from ductwork.history.page_columns import ChangeColumns, PositionedChanges, joined_data
-from ductwork.history.walks import Listing, writable_as_is
+from ductwork.history.walk_listings import Listing, writable_as_is
 from ductwork.streams.model import Stream
 from ductwork.streams.registry import STREAMS
 from warehouse_sql import section

@@ -36,7 +36,7 @@ from warehouse_sql import section
 
 if TYPE_CHECKING:  # a server's modules: numpy and Arrow stay out of a sync that reads no feed
     from ductwork.history.change_files import ChangeFile
-    from ductwork.history.walks import Listing, WalkListings
+    from ductwork.history.walk_listings import Listing, WalkListings
 
 TOKEN_FORMAT = 1
 DEFAULT_LIMIT = 1000

@@ -1,14 +1,13 @@
 """A changes-feed page held as columns, written without a Python step per entry.
 
-A server answers a walk's later pages from a kept listing (``ductwork.history.walks``) and the
-stream's current records from its record file, both already Arrow and numpy arrays. Making a
-``Change`` per entry and writing each took most of such a page's time; here the listing keeps
-where each key's record lies (looked up once per listing), a page slices that, and its bytes
-are joined column-wise by Arrow. Measured on a medium snapshot, pages of 1000 entries: reading
-a page 9.75 ms before, 0.40 ms after; writing it 2.64 ms before, 0.81 ms after. The entries are
-exactly ``Change.json_bytes``' for the same changes; a ``Change`` is still made on demand for a
-caller that iterates the page.
-"""
+A server answers a walk's later pages from a kept listing (``ductwork.history.walk_listings``)
+and the stream's current records from its record file, both already Arrow and numpy arrays.
+Making a ``Change`` per entry and writing each took most of such a page's time; here the listing
+keeps where each key's record lies (looked up once per listing), a page slices that, and its
+bytes are joined column-wise by Arrow. Measured on a medium snapshot, pages of 1000 entries:
+reading a page 9.75 ms before, 0.40 ms after; writing it 2.64 ms before, 0.81 ms after. The
+entries are exactly ``Change.json_bytes``' for the same changes; a ``Change`` is still made on
+demand for a caller that iterates the page."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 from ductwork.history.feed_entries import Change, Publish, RecordsNow, opening_of, publish_members
 
 if TYPE_CHECKING:
-    from ductwork.history.walks import Listing
+    from ductwork.history.walk_listings import Listing
 
 _UPSERT = pa.scalar(opening_of("upsert") + b'"', pa.large_binary())
 _DELETE = pa.scalar(opening_of("delete") + b'"', pa.large_binary())

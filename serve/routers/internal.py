@@ -1,5 +1,5 @@
-"""The internal family: /internal/v1.0. Its streams are documents (see ``serve.documents``);
-this router adds the image sync's trigger."""
+"""The internal family: /internal/v1.0. Its streams are documents, whose routes are made from
+the registry (``serve.document_routes``); this router adds the image sync's trigger."""
 
 from __future__ import annotations
 
