@@ -39,12 +39,11 @@ import httpx
 
 from bench.launching import LAUNCH, ROOT, prepare_children_environment
 from bench.measuring import measured
-from bench.serving_load import SERVE_UNDER_LOAD, create_key
+from bench.serving_load import create_key, start_ductwork_serve
 from bench.upstreams import KEY, Upstream, start_object_store, upstream
 from ductwork import snapshots
 from ductwork.settings import HomeSettings, upstream_environment
-from pipelines.processes import ProcessGroup, wait_until_answering
-from sandbox.local_server import free_socket
+from pipelines.processes import ProcessGroup
 from warehouse_sql import quote_identifier
 
 BUCKET = "ductwork-bench"
@@ -274,13 +273,7 @@ def serve_and_measure(
     """``ductwork serve`` over ``home``: the figures' latencies, the first rebuild's time, and
     the walks of the feed measured (the first one's pages are the repeat figure's)."""
     key = create_key(home)
-    port = free_socket().getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    server = group.start(
-        [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, "DUCTWORK_HOME": str(home), **SERVE_UNDER_LOAD},
-    )
-    wait_until_answering(url + "/healthz", server, timeout_s=300)
+    url, _ = start_ductwork_serve(group, home)
     assets = "/warehouse/v1.0/digital-assets"
     with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=600) as client:
         skus = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.launching import HERE
+from bench.launching import HERE, LAUNCH
 from bench.measuring import process_cpu_s, process_tree
 from pipelines.processes import ProcessGroup, wait_until_answering
 from sandbox.local_server import free_socket
@@ -24,6 +24,19 @@ SERVE_UNDER_LOAD = {
     "DUCTWORK_LOG_LEVEL": "warning",
     "DUCTWORK_SERVE_KEY_REQUESTS_PER_SECOND": "1000000",
 }
+
+
+def start_ductwork_serve(group: ProcessGroup, home: Path) -> tuple[str, subprocess.Popen]:
+    """``ductwork serve`` as the CLI starts it over the data folder ``home``, under load's
+    settings, on a free port of 127.0.0.1, once it answers: its URL and its process."""
+    port = free_socket().getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    server = group.start(
+        [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, "DUCTWORK_HOME": str(home), **SERVE_UNDER_LOAD},
+    )
+    wait_until_answering(url + "/healthz", server, timeout_s=300)
+    return url, server
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -14,18 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.findings import Findings
-from bench.launching import LAUNCH, ROOT, pin, stop
+from bench.launching import ROOT, pin, stop
 from bench.measuring import process_tree
 from bench.serving_load import (
-    SERVE_UNDER_LOAD,
     Target,
     create_key,
     run_wrk,
     start_ceiling,
+    start_ductwork_serve,
     with_server_cpu,
 )
-from pipelines.processes import ProcessGroup, wait_until_answering
-from sandbox.local_server import free_socket
+from pipelines.processes import ProcessGroup
 
 
 class ServingPart:
@@ -40,13 +38,7 @@ class ServingPart:
         from bench.serving_mix import mixes_for
 
         key = create_key(home)
-        ours_port = free_socket().getsockname()[1]
-        ours_url = f"http://127.0.0.1:{ours_port}"
-        ours = group.start(
-            [*LAUNCH, "ductwork", "serve", "--host", "127.0.0.1", "--port", str(ours_port)],
-            env={**os.environ, "DUCTWORK_HOME": str(home), **SERVE_UNDER_LOAD},
-        )
-        wait_until_answering(ours_url + "/healthz", ours, timeout_s=300)
+        ours_url, ours = start_ductwork_serve(group, home)
         mixes = mixes_for(scale, home, ours_url, key)
         answers: dict[str, dict[str, Any]] = {}
         for mix in mixes:
