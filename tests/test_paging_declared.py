@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ductwork.streams import crm, warehouse
+from ductwork.streams import crm, data_warehouse
 from ductwork.upstream.client import UpstreamClient, UpstreamContractError
 from ductwork.upstream.cursor_walk import Cursor, walk_cursor
 from ductwork.upstream.paging import CursorPaging, UpdatedAfterPaging
@@ -240,6 +240,6 @@ def test_the_docs_show_the_paging_the_leads_and_the_digital_assets_declare() -> 
     assert block is not None
     leads, assets = block[1].split("DIGITAL_ASSET_PAGING = ")
     assert leads in Path(crm.__file__).read_text(encoding="utf-8")
-    assert "DIGITAL_ASSET_PAGING = " + assets in Path(warehouse.__file__).read_text(
+    assert "DIGITAL_ASSET_PAGING = " + assets in Path(data_warehouse.__file__).read_text(
         encoding="utf-8"
     )
