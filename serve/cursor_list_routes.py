@@ -4,14 +4,13 @@ list's time filter, ``count`` and the two cursor parameters its paging names, an
 
 The spec's one such list, the leads, also takes ``fields``, a projection of its list items
 (``ductwork.contract.leads``); a record's details are answered as received, without envelope.
-No ``from __future__ import annotations`` here: the routes' parameters are built per stream,
-and FastAPI reads them from the signatures made for each.
 """
 
-import inspect
-from typing import Annotated, Any
+from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request, Response
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
 
 from ductwork.contract import envelopes, params
 from ductwork.contract.encoding import dumps, epoch_micros, loads
@@ -23,22 +22,8 @@ from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep
 from serve.openapi_docs import answer, record_of
 from serve.responses import json_answer
+from serve.route_signatures import path_parameter, query_parameter, with_signature
 from warehouse_sql import stream_section
-
-_KEYWORD = inspect.Parameter.KEYWORD_ONLY
-_FIRST = (
-    inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-    inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SnapshotDep),
-)
-
-
-def _query(name: str, python_name: str, description: str | None = None) -> inspect.Parameter:
-    """A query parameter of a route: ``name`` on the wire, ``python_name`` in the handler."""
-    alias = name if name != python_name else None
-    found = Query(alias=alias, description=description)
-    return inspect.Parameter(
-        python_name, _KEYWORD, default=None, annotation=Annotated[str | None, found]
-    )
 
 
 def add_routes(stream: Stream, router: APIRouter) -> None:
@@ -68,16 +53,13 @@ def _add_list(stream: Stream, paging: CursorPaging, router: APIRouter) -> None:
             records = [_project(record, keep) for record in records]
         return json_answer(request, state, envelopes.data_list(records))
 
-    list_records.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            *_FIRST,
-            _query("fields", "fields", "Comma-separated list-item members."),
-            _query(paging.created_after_parameter, "created_after"),
-            _query("count", "count", "1 to 1000, default 100."),
-            _query(paging.created_parameter, "cursor_created"),
-            _query(paging.id_parameter, "cursor_id"),
-        ],
-        return_annotation=Response,
+    with_signature(
+        list_records,
+        query_parameter("fields", description="Comma-separated list-item members."),
+        query_parameter(paging.created_after_parameter, "created_after"),
+        query_parameter("count", description="1 to 1000, default 100."),
+        query_parameter(paging.created_parameter, "cursor_created"),
+        query_parameter(paging.id_parameter, "cursor_id"),
     )
     members = f"({paging.created_member}, {paging.id_member})"
     list_shape = stream.steps[0].reader.shape  # type: ignore[attr-defined]
@@ -116,10 +98,7 @@ def _add_details(stream: Stream, paging: CursorPaging, router: APIRouter) -> Non
         modified = state.times.of(stream.name, record_id)
         return json_answer(request, state, rows[0][0].encode(), modified)
 
-    get_record.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*_FIRST, inspect.Parameter(id_name, _KEYWORD, annotation=str)],
-        return_annotation=Response,
-    )
+    with_signature(get_record, path_parameter(id_name))
     router.add_api_route(
         f"{stream.path.removeprefix(router.prefix)}/{{{id_name}:path}}",
         get_record,

@@ -3,14 +3,12 @@ its requests were made with (its reader's ``params``), answering the record stor
 combination in the lookup envelope, or the data warehouse's 404 (``data: {}``).
 
 At least one parameter is required (an empty value counts as absent): none is a 400 naming
-them. No ``from __future__ import annotations`` here: the route's parameters are built per
-stream, and FastAPI reads them from the signature made for each.
+them.
 """
 
-import inspect
-from typing import Annotated
+from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from ductwork.contract import envelopes
 from ductwork.contract.errors import lookup_not_found, lookup_params_missing
@@ -19,6 +17,7 @@ from serve import openapi_schemas as schemas
 from serve.deps import SnapshotDep
 from serve.openapi_docs import answer, record_of
 from serve.responses import json_answer
+from serve.route_signatures import query_parameter, with_signature
 
 # What each lookup parameter of the spec holds, as the OpenAPI document says it.
 PARAMETER_TEXTS = {"idu": "Indoor unit SRN.", "odu": "Outdoor unit SRN."}
@@ -39,28 +38,8 @@ def add_routes(stream: Stream, router: APIRouter) -> None:
         modified = state.times.of(stream.name, "|".join(value or "" for value in values))
         return json_answer(request, state, envelopes.product_lookup(record), modified)
 
-    look_up.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(
-                "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
-            ),
-            inspect.Parameter(
-                "state", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SnapshotDep
-            ),
-            *(
-                inspect.Parameter(
-                    name,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=None,
-                    annotation=Annotated[
-                        str | None, Query(description=PARAMETER_TEXTS.get(name, name))
-                    ],
-                )
-                for name in names
-            ),
-        ],
-        return_annotation=Response,
-    )
+    asked = [query_parameter(name, description=PARAMETER_TEXTS.get(name)) for name in names]
+    with_signature(look_up, *asked)
     listed = " and ".join(f"`{name}`" for name in names)
     router.add_api_route(
         stream.path.removeprefix(router.prefix),

@@ -3,16 +3,14 @@
 strictly later), each page sliced from the list's record file into the data warehouse's list
 envelope. The short path (``serve.fast_answers``) answers the same requests through the same
 ``PagedList``.
-
-No ``from __future__ import annotations`` here: the route's parameters are built per stream,
-and FastAPI reads the annotations of the function made for each.
 """
+
+from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from ductwork.contract import envelopes, params
 from ductwork.contract.encoding import epoch_micros, format_datetime
@@ -24,9 +22,7 @@ from serve.deps import SnapshotDep
 from serve.live_snapshot import ServingState
 from serve.openapi_docs import answer, record_of
 from serve.responses import json_answer
-
-PageQ = Annotated[str | None, Query(description="Page number, from 1.")]
-CountQ = Annotated[str | None, Query(description="Page size, 1 to 1000.")]
+from serve.route_signatures import query_parameter, with_signature
 
 
 class PagedList:
@@ -72,21 +68,19 @@ PAGED_BY_NUMBER: dict[str, PagedList] = {
 def add_routes(stream: Stream, router: APIRouter) -> None:
     """Add the list route of ``stream`` to its family's ``router``."""
     listed = PAGED_BY_NUMBER[stream.path]
-    paging = listed.paging
-    AfterQ = Annotated[
-        str | None, Query(alias=listed.after_parameter, description="RFC 3339; strictly later.")
-    ]
+    paging, after = listed.paging, listed.after_parameter
 
-    async def list_records(
-        request: Request,
-        state: SnapshotDep,
-        page: PageQ = None,
-        count: CountQ = None,
-        updated_after: AfterQ = None,
-    ) -> Response:
-        query = {"page": page, "count": count, listed.after_parameter: updated_after}
+    async def list_records(request: Request, state: SnapshotDep, **given: str | None) -> Response:
+        query = {"page": given["page"], "count": given["count"], after: given["updated_after"]}
         body = await listed.page(state, *listed.read_query(query))
         return json_answer(request, state, body)
+
+    with_signature(
+        list_records,
+        query_parameter("page", description="Page number, from 1."),
+        query_parameter("count", description="Page size, 1 to 1000."),
+        query_parameter(after, "updated_after", "RFC 3339; strictly later."),
+    )
 
     noun = stream.name.replace("-", " ").capitalize()
     router.add_api_route(
