@@ -170,8 +170,10 @@ CREATE OR REPLACE TEMP TABLE feed_keys AS {records}
 -- name: feed_key_list
 SELECT coalesce(list(key), []) FROM feed_keys;
 
--- name: feed_now
--- A stream's records now (`key`, `record`), hashed. The query's own text may end in a comment.
+-- name: feed_now_table
+-- The temp table `feed_now`: a stream's records now (`key`, `record`), hashed, which
+-- `history.sql`'s `feed_now` compares with the recorded state. The query's own text may end
+-- in a comment.
 CREATE OR REPLACE TEMP TABLE feed_now AS
 SELECT key, hash(record::VARCHAR) AS record_hash FROM ({records}
 ) AS now(key, record);

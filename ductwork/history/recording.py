@@ -203,7 +203,7 @@ def _log_feed(
     if changed:
         con.execute(recording_sql("feed_keys", records=changed))
     con.execute(
-        recording_sql("feed_now", records=_records_now(stream_sql, bool(changed))),
+        recording_sql("feed_now_table", records=_records_now(stream_sql, bool(changed))),
         {"keys": _feed_keys(con)} if changed else {},
     )
     before = _logged(con, seq, stream)
